@@ -1,0 +1,25 @@
+# Warnings and sanitizers shared by every target of this project.
+include(GNUInstallDirs)
+
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  set(DLOCK_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast)
+  if(DLOCK_WERROR)
+    list(APPEND DLOCK_WARNING_FLAGS -Werror)
+  endif()
+endif()
+
+# Applies the project's warnings to `target`. Third-party headers are
+# included as system headers, so only our own code is held to them.
+function(dlock_set_warnings target)
+  target_compile_options(${target} PRIVATE ${DLOCK_WARNING_FLAGS})
+endfunction()
+
+if(DLOCK_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(DLOCK_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT DLOCK_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "DLOCK_SANITIZE must be '', 'address' or 'thread', not '${DLOCK_SANITIZE}'")
+endif()

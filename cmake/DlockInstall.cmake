@@ -1,0 +1,24 @@
+# Install rules: headers, the library, the exported target dlock::dlock, and
+# a package config so consumers can `find_package(dlock CONFIG)`.
+include(CMakePackageConfigHelpers)
+
+set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
+
+install(DIRECTORY include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS dlock EXPORT dlockTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION ${DLOCK_CMAKE_DIR})
+install(FILES sql/schema.sql DESTINATION ${CMAKE_INSTALL_DATADIR}/dlock)
+
+configure_package_config_file(cmake/dlockConfig.cmake.in
+  "${CMAKE_CURRENT_BINARY_DIR}/dlockConfig.cmake"
+  INSTALL_DESTINATION ${DLOCK_CMAKE_DIR})
+write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/dlockConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  "${CMAKE_CURRENT_BINARY_DIR}/dlockConfig.cmake"
+  "${CMAKE_CURRENT_BINARY_DIR}/dlockConfigVersion.cmake"
+  cmake/FindMySQLConnectorCpp.cmake
+  DESTINATION ${DLOCK_CMAKE_DIR})

@@ -1,0 +1,125 @@
+// dlock/distributed_lock.hpp
+//
+// `DatabaseDistributedLock` is a client of a MySQL/MariaDB lock table: a
+// reentrant, lease-based mutual-exclusion lock shared by every process that
+// points at the same table. Create one per process (or per logical server)
+// and share it between threads.
+//
+// Model
+//   * An owner is (client instance, thread). Two clients in one process are
+//     two owners, exactly like two processes.
+//   * A hold is reentrant: the owning thread may acquire again; each acquire
+//     needs one unlock(). The count lives in the database row (`state`).
+//   * A hold has a lease decided by the database server's clock. Without an
+//     explicit lease it is `Options::watchdog_timeout`, renewed by a watchdog
+//     every third of that until the count reaches 0. With a lease it is not
+//     renewed and expires unless released.
+//   * Every transition of a name from free (or expired) to held gets a
+//     fencing token strictly greater than any earlier one for that name. Pass
+//     it to the resource you protect so it can refuse a late writer whose
+//     lease was lost.
+//
+// Cost
+//   An uncontended lock()+unlock() is two statements, one round trip each; a
+//   reentrant acquire or release is one. The watchdog renews all of this
+//   client's holds in one statement per tick, and the poller checks every
+//   name local threads wait for in one statement per tick.
+//
+// Waiting
+//   A thread that cannot acquire sleeps until (a) a thread of this client
+//   releases the name, (b) the poller sees the row released or expired, or
+//   (c) the holder's remaining lease runs out, whichever is first, and then
+//   tries again in the database. Wakes are hints; the row is the only truth.
+//
+// Thread safety
+//   All member functions may be called concurrently from any threads. The
+//   destructor must not run while other threads still call into the object.
+//
+// Exception safety
+//   Bad arguments throw std::invalid_argument before any SQL. Database
+//   failures throw BackendError (strong guarantee: the local state is as if
+//   the call had not been made, except that an acquire whose outcome cannot
+//   be established may leave a hold in the table that expires after its
+//   lease). unlock() never throws for database trouble.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/errors.hpp"
+#include "dlock/lock.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock {
+
+namespace details {
+class Client;
+}
+
+class DatabaseDistributedLock {
+ public:
+  // Validates `options` (std::invalid_argument on a bad field), connects,
+  // and creates the table when `options.create_table`. Throws BackendError
+  // if the database cannot be reached within connect_timeout / io_timeout.
+  explicit DatabaseDistributedLock(Options options);
+  // Releases this client's remaining holds (best effort, one statement),
+  // then stops the io thread and closes every connection. Never throws.
+  ~DatabaseDistributedLock();
+  DatabaseDistributedLock(const DatabaseDistributedLock&) = delete;
+  DatabaseDistributedLock& operator=(const DatabaseDistributedLock&) = delete;
+
+  // Blocks until the calling thread holds `name`, in watchdog mode. If it
+  // already holds it, increments the hold count. Throws BackendError when the
+  // database fails (the wait itself never times out).
+  void lock(std::string_view name);
+  // As above with a fixed `lease` (no watchdog). A reentrant acquire with a
+  // lease resets the expiry to now + lease and turns renewal off.
+  void lock(std::string_view name, Millis lease);
+  // One attempt, watchdog mode. Returns false if another owner holds `name`.
+  bool try_lock(std::string_view name);
+  // Waits up to `wait` (watchdog mode). Never returns false before `wait`
+  // has passed; a wait <= 0 is a single attempt.
+  bool try_lock(std::string_view name, Millis wait);
+  // Waits up to `wait`, then holds with a fixed `lease`.
+  bool try_lock(std::string_view name, Millis wait, Millis lease);
+  // Releases one hold of the calling thread. Throws NotHeldError, before any
+  // SQL, if this thread holds no hold on `name` in this client. If the
+  // database shows the hold was already lost, logs a warning, calls
+  // on_lock_lost once, and returns. Never throws for database errors (the
+  // lease will expire), so it is safe in a guard's destructor. When the count
+  // reaches 0 the watchdog stops renewing before this returns, and one local
+  // waiter is woken.
+  void unlock(std::string_view name);
+  // Clears whoever holds `name` (any client) and wakes waiters. Returns true
+  // if an unexpired hold was cleared. The next acquisition gets a new fence.
+  bool force_unlock(std::string_view name);
+
+  // True if any owner holds an unexpired hold on `name` (one read).
+  bool is_locked(std::string_view name);
+  // True if the calling thread holds `name` in this client. No SQL when it
+  // holds nothing locally; otherwise one read confirms the row.
+  bool is_held_by_current_thread(std::string_view name);
+  // The calling thread's hold count; 0 if it holds none or its hold is lost.
+  int hold_count(std::string_view name);
+  // Time left on the current holder's lease (any owner), by the server's
+  // clock; nullopt when `name` is not locked.
+  std::optional<Millis> remaining_ttl(std::string_view name);
+  // The fencing token of the calling thread's hold; 0 if it holds none or
+  // its lease has run out. Costs one read the first time per hold (the token
+  // is fixed for the life of a hold), none after.
+  std::uint64_t fencing_token(std::string_view name);
+
+  // A copyable handle bound to this client and `name` (validated now; throws
+  // std::invalid_argument). The handle must not outlive this client.
+  Lock get_lock(std::string name);
+  // This client's identity in the table.
+  const std::string& machine_id() const noexcept;
+
+ private:
+  std::unique_ptr<details::Client> client_;
+};
+
+}  // namespace dlock

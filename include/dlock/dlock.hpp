@@ -1,0 +1,25 @@
+// dlock/dlock.hpp
+//
+// Umbrella header for dlock, a reentrant distributed lock backed by a
+// MySQL 8.0 / MariaDB 10.6+ table.
+//
+//   #include <dlock/dlock.hpp>
+//
+//   dlock::DatabaseDistributedLock client(
+//       dlock::Options::from_url("mysql://app:secret@db:3306/app"));
+//   client.lock("billing:customer:42");
+//   ... critical section; client.fencing_token("billing:customer:42") ...
+//   client.unlock("billing:customer:42");
+//
+//   dlock/options.hpp           Options, Options::from_url
+//   dlock/errors.hpp            Error, NotHeldError, BackendError
+//   dlock/distributed_lock.hpp  DatabaseDistributedLock
+//   dlock/lock.hpp              Lock (Lockable / TimedLockable handle)
+//   dlock/version.hpp           DLOCK_VERSION_* macros
+#pragma once
+
+#include "dlock/distributed_lock.hpp"
+#include "dlock/errors.hpp"
+#include "dlock/lock.hpp"
+#include "dlock/options.hpp"
+#include "dlock/version.hpp"

@@ -1,0 +1,48 @@
+// dlock/errors.hpp
+//
+// Exceptions thrown by dlock. Everything the library throws on its own
+// account derives from `dlock::Error`, except `std::invalid_argument` for bad
+// input (a bad name, lease or option), which is thrown before any SQL runs.
+//
+//   Error          base of every dlock exception
+//   NotHeldError   unlock() by a thread that holds no hold on that name here
+//   BackendError   the database was unreachable, timed out or failed;
+//                  carries the MySQL error number and SQLSTATE
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dlock {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Misuse: releasing a lock the calling thread does not hold in this client.
+// Detected locally, before any SQL.
+class NotHeldError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The database could not do what was asked: unreachable, timed out, lost the
+// connection, or answered with an error. When a statement's outcome could not
+// be established (the connection died mid-statement and the row could not be
+// read back), the message says so.
+class BackendError : public Error {
+ public:
+  BackendError(const std::string& what, int code, std::string sql_state);
+
+  // MySQL/MariaDB error number (server or client library), 0 if none.
+  int code() const noexcept { return code_; }
+  // Five-character SQLSTATE, or empty if the failure had none.
+  const std::string& sql_state() const noexcept { return sql_state_; }
+
+ private:
+  int code_;
+  std::string sql_state_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,72 @@
+// dlock/lock.hpp
+//
+// `dlock::Lock` is a Redisson-style handle: one client plus one name. It is
+// cheap to copy, and it meets the standard Lockable and TimedLockable
+// requirements, so the standard guards work with it:
+//
+//   dlock::Lock job = client.get_lock("nightly-report");
+//   {
+//     std::lock_guard<dlock::Lock> guard(job);     // blocks, watchdog mode
+//     write_report(job.fencing_token());
+//   }                                              // unlock(); never throws
+//                                                  // for database trouble
+//   std::unique_lock<dlock::Lock> maybe(job, std::defer_lock);
+//   if (maybe.try_lock_for(std::chrono::seconds(2))) { ... }
+//
+//   std::scoped_lock both(lock_a, lock_b);         // deadlock-free pair
+//
+// Every member forwards to the client with the handle's name; see
+// dlock/distributed_lock.hpp for behaviour, errors and timeout rules. The
+// handle holds a plain pointer to its client: it must not outlive it.
+// Handles are as thread-safe as the client: copies may be used from
+// different threads, and holds belong to the calling thread, not the handle.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dlock/options.hpp"
+
+namespace dlock {
+
+class DatabaseDistributedLock;
+
+class Lock {
+ public:
+  void lock();
+  void lock(Millis lease);
+  bool try_lock();
+  bool try_lock(Millis wait, Millis lease);
+  // Waits up to `wait`, watchdog mode. Never returns false early: the wait is
+  // rounded up to whole milliseconds.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
+    return try_lock_waiting(std::chrono::ceil<Millis>(wait));
+  }
+  // Waits until `deadline` on `Clock`, watchdog mode. A deadline in the past
+  // is a single attempt.
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return try_lock_waiting(std::chrono::ceil<Millis>(deadline - Clock::now()));
+  }
+  void unlock();
+  bool force_unlock();
+  bool is_locked() const;
+  bool is_held_by_current_thread() const;
+  int hold_count() const;
+  std::optional<Millis> remaining_ttl() const;
+  std::uint64_t fencing_token() const;
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend class DatabaseDistributedLock;
+  Lock(DatabaseDistributedLock* client, std::string name) : client_(client), name_(std::move(name)) {}
+  bool try_lock_waiting(Millis wait);
+
+  DatabaseDistributedLock* client_;
+  std::string name_;
+};
+
+}  // namespace dlock

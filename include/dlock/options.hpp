@@ -1,0 +1,94 @@
+// dlock/options.hpp
+//
+// `dlock::Options` says where the lock table lives and how a
+// `DatabaseDistributedLock` behaves: lease length, polling, pool size and
+// timeouts. Every field has a usable default except the account and database.
+// `Options::from_url` builds one from a `mysql://` URL, the form the `dlock`
+// command and most configuration files use.
+//
+// Validation: fields are checked when a `DatabaseDistributedLock` is
+// constructed, before any connection is made; a bad value throws
+// `std::invalid_argument` naming the field.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace spdlog {
+class logger;
+}
+
+namespace dlock {
+
+using Millis = std::chrono::milliseconds;
+
+struct Options {
+  // ---- Where the database is -------------------------------------------
+
+  // Server address. Default "127.0.0.1". "localhost" makes the client library
+  // use its default Unix socket instead of TCP.
+  std::string host = "127.0.0.1";
+  // TCP port. Default 3306. Must be 1..65535.
+  unsigned port = 3306;
+  // Account. Default empty (the server's anonymous account, rarely wanted).
+  std::string user;
+  std::string password;
+  // Schema that holds the lock table. Required: empty is rejected.
+  std::string database;
+  // Lock table name: letters, digits, '_' and '$', 1..64 characters (it is an
+  // identifier, so it cannot be a bound parameter; anything else is rejected).
+  // Default "distributed_lock".
+  std::string table = "distributed_lock";
+
+  // ---- Behaviour ---------------------------------------------------------
+
+  // Lease used when the caller gives none; the watchdog renews such holds
+  // every watchdog_timeout / 3. Default 30 s. Must be >= 3 ms and <= 365 days.
+  Millis watchdog_timeout{30'000};
+  // How often the rows that local waiters wait on are checked, in one
+  // statement per tick, while anyone waits. Default 1 s. Must be > 0. It only
+  // bounds how late a release by another client is noticed.
+  Millis poll_interval{1'000};
+  // Pooled connections for callers' operations. Default 8; must be >= 1. The
+  // watchdog and poller use one more connection of their own.
+  std::size_t pool_size = 8;
+  // TCP connect and handshake timeout. Default 5 s; must be > 0. The client
+  // library counts whole seconds, so it is rounded up to a second.
+  Millis connect_timeout{5'000};
+  // Read/write timeout of every statement, and the longest a caller waits for
+  // a pooled connection. Default 10 s; must be > 0; rounded up to a second.
+  Millis io_timeout{10'000};
+  // CREATE TABLE IF NOT EXISTS at construction. Default true. Turn it off
+  // where the account has no DDL rights and the table is applied by a DBA
+  // (sql/schema.sql, or `dlock init --print-sql`).
+  bool create_table = true;
+  // Identity of this client instance in the table. Default empty: generated
+  // as host-pid-random, unique per instance. If you set it, it must be unique
+  // among live clients (two clients with one id are one owner); 1..64 bytes,
+  // no NUL.
+  std::string machine_id;
+  // Logger. Default empty: the spdlog logger registered as "dlock", created
+  // (stderr, level info) if absent.
+  std::shared_ptr<spdlog::logger> logger;
+  // Called (from the library's io thread) when a hold is found lost: lease
+  // expired and taken over, force-unlocked, or renewal failed past the lease.
+  // Default empty: a warning is logged either way. Must not block for long;
+  // exceptions it throws are logged and swallowed.
+  std::function<void(std::string_view name, std::uint64_t fence)> on_lock_lost;
+
+  // mysql://user:password@host:port/database?table=T&pool_size=N
+  //   &watchdog_timeout_ms=N&poll_interval_ms=N&connect_timeout_ms=N&io_timeout_ms=N
+  // Also accepted: `mariadb://`, `create_table=true|false|1|0`, `machine_id=S`,
+  // an IPv6 host in brackets, and a missing port (3306) or password.
+  // Percent-decoding in user, password, database and parameter values.
+  // Throws std::invalid_argument on a malformed URL, an unknown or repeated
+  // parameter, or a number out of range; the message names the problem.
+  static Options from_url(std::string_view url);
+};
+
+}  // namespace dlock

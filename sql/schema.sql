@@ -1,0 +1,17 @@
+-- dlock lock table (MySQL 8.0 / MariaDB 10.6+).
+-- The library creates it itself when Options::create_table is true (the
+-- default). Apply this file instead where the account has no DDL rights; the
+-- table name may be changed (Options::table), nothing else.
+CREATE TABLE IF NOT EXISTS `distributed_lock` (
+  lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',
+  machine_id   VARBINARY(64)   NULL     COMMENT 'holding client instance; NULL when free',
+  thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding thread within that client',
+  state        INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'hold count (reentrancy)',
+  is_locked    TINYINT(1)      NOT NULL DEFAULT 0,
+  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',
+  expire_time  DATETIME(6)     NULL     COMMENT 'server clock (UTC); the hold is void from then',
+  fence        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token of the current or last hold',
+  gmt_create   DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (lock_name)
+) ENGINE=InnoDB COMMENT='dlock: one row per lock name, never deleted';

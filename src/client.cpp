@@ -1,0 +1,392 @@
+#include "client.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "log_format.hpp"
+#include "thread_identity.hpp"
+#include "validation.hpp"
+
+namespace dlock::details {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Micros = std::chrono::microseconds;
+
+std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
+
+const Options& validated(const Options& options) {
+  validate_options(options);
+  return options;
+}
+
+std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
+  if (options.logger) return options.logger;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> guard(mutex);
+  if (auto existing = spdlog::get("dlock")) return existing;
+  return spdlog::stderr_color_mt("dlock");
+}
+
+}  // namespace
+
+template <class Fn>
+auto Client::with_connection(Fn&& fn) {
+  PooledConnection connection = pool_.acquire();
+  return fn(*connection);
+}
+
+LockRow Client::read_row(std::string_view name) {
+  const auto read = [&] { return with_connection([&](Connection& c) { return table_.read(c, name); }); };
+  try {
+    return read();
+  } catch (const OutcomeUnknown&) {
+    return read();
+  }
+}
+
+Client::Client(Options options)
+    : options_(validated(options)),
+      logger_(choose_logger(options_)),
+      machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
+      table_(options_.table),
+      pool_(ConnectionSettings::from(options_), options_.pool_size),
+      io_(ConnectionSettings::from(options_), logger_) {
+  // Connecting here makes an unreachable database fail at construction.
+  with_connection([&](Connection& c) {
+    if (options_.create_table) table_.create_table(c);
+    return 0;
+  });
+  io_.every(std::max(Millis(1), options_.watchdog_timeout / 3), "renewing leases",
+            [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
+  io_.every(options_.poll_interval, "polling waited-for locks",
+            [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
+  io_.start();
+  logger_->debug("dlock: client {} connected to {}:{}/{} table {}", machine_id_, options_.host, options_.port,
+                 options_.database, options_.table);
+}
+
+Client::~Client() {
+  io_.stop();
+  const auto names = holds_.names();
+  if (names.empty()) return;
+  try {
+    const auto released = with_connection([&](Connection& c) { return table_.release_all(c, machine_id_, names); });
+    logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, released);
+  } catch (const std::exception& e) {
+    logger_->warn("dlock: client {} could not release {} hold(s) at shutdown; they expire with their leases: {}",
+                  machine_id_, names.size(), e.what());
+  }
+}
+
+// ---------------------------------------------------------------- acquire
+
+bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait) {
+  validate_name(name);
+  if (lease) validate_lease(*lease);
+  const Owner owner{machine_id_, current_thread_id()};
+  const bool watchdog = !lease.has_value();
+  const Millis lease_ms = lease.value_or(options_.watchdog_timeout);
+
+  if (wait && *wait <= Millis::zero()) return attempt(name, owner, lease_ms, watchdog, false).acquired;
+
+  const auto start = Clock::now();
+  // Subscribed before the first attempt: a release that lands between a
+  // refused attempt and the wait leaves a permit, so no wake is lost.
+  WaiterRegistry::Subscription subscription(waiters_, std::string(name));
+  for (;;) {
+    const Attempt a = attempt(name, owner, lease_ms, watchdog, true);
+    if (a.acquired) return true;
+    const auto now = Clock::now();
+    // One millisecond past the holder's expiry, so the retry finds it expired.
+    Micros sleep = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
+    if (wait) {
+      const auto left = std::chrono::duration_cast<Micros>(start + *wait - now);
+      if (left <= Micros::zero()) return false;
+      sleep = std::min(sleep, left);
+    }
+    subscription.wait_for(sleep);
+  }
+}
+
+Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Millis lease, bool watchdog,
+                                bool want_ttl) {
+  const std::int64_t lease_us = micros(lease);
+  auto local = holds_.find(name, owner.thread);
+  if (local && !local->lost) {
+    const unsigned next = local->count + 1;
+    const auto sent = Clock::now();
+    if (reacquire_reconciled(name, owner, next, lease_us, watchdog)) {
+      holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, 0, false);
+      logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner.thread, next);
+      return {true, std::nullopt};
+    }
+    note_lost(name, owner.thread, local->generation, "its lease ran out or it was force-unlocked");
+  }
+  // A hold found lost keeps the unlocks its owner still owes: a new hold
+  // continues that count, so the outer unlock() still releases last.
+  const unsigned next = (local ? local->count : 0) + 1;
+  const auto sent = Clock::now();
+  AcquireResult result;
+  std::uint64_t fence = 0;
+  try {
+    result = with_connection(
+        [&](Connection& c) { return table_.acquire(c, name, owner, next, lease_us, watchdog); });
+  } catch (const OutcomeUnknown& e) {
+    const LockRow row = read_after_unknown(name, e);
+    if (row.held_by(owner)) {
+      result = AcquireResult::kTaken;
+      fence = row.fence;
+    } else {
+      // It did not apply (yet). Running it again is safe: a late first run
+      // finds this owner's row and only re-takes it with the same count.
+      result = with_connection(
+          [&](Connection& c) { return table_.acquire(c, name, owner, next, lease_us, watchdog); });
+    }
+  }
+  if (result != AcquireResult::kRefused) {
+    if (result == AcquireResult::kInserted) fence = 1;
+    holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, fence, true);
+    logger_->debug("dlock: {} acquired by {}/{} ({}, count {})", printable(name), machine_id_, owner.thread,
+                   watchdog ? "watchdog" : "fixed lease", next);
+    return {true, std::nullopt};
+  }
+  Attempt refused;
+  if (want_ttl) {
+    const LockRow row = read_row(name);
+    refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
+  }
+  return refused;
+}
+
+bool Client::reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+                                  bool watchdog) {
+  const auto run = [&] {
+    return with_connection(
+        [&](Connection& c) { return table_.reacquire(c, name, owner, state, lease_us, watchdog); });
+  };
+  try {
+    return run();
+  } catch (const OutcomeUnknown& e) {
+    const LockRow row = read_after_unknown(name, e);
+    if (!row.held_by(owner)) return false;
+    if (row.state == state) return true;
+    return run();  // absolute count: a late first run writes the same values
+  }
+}
+
+LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& cause) {
+  logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
+                printable(name), cause.what());
+  try {
+    return read_row(name);
+  } catch (const BackendError& e) {
+    throw BackendError(std::string("dlock: outcome unknown (") + cause.what() + "), and the row could not be read: " +
+                           e.what(),
+                       e.code() != 0 ? e.code() : cause.code(), e.code() != 0 ? e.sql_state() : cause.sql_state());
+  }
+}
+
+// ---------------------------------------------------------------- release
+
+void Client::release(std::string_view name) {
+  validate_name(name);
+  const Owner owner{machine_id_, current_thread_id()};
+  const std::optional<Hold> before = holds_.take_one(name, owner.thread);
+  if (!before) {
+    throw NotHeldError("dlock: unlock(\"" + printable(name) +
+                       "\") by a thread that holds no hold on it in this client");
+  }
+  if (before->lost) {
+    logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(name), before->count - 1);
+    return;
+  }
+  const unsigned target = before->count - 1;
+  bool released = false;
+  try {
+    try {
+      released = with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+    } catch (const OutcomeUnknown& e) {
+      const LockRow row = read_after_unknown(name, e);
+      // Not ours any more: our release applied (or the hold was lost at the
+      // same moment; the row cannot tell which). Ours with the old count:
+      // it did not apply, and writing the same count again is safe.
+      released = !row.held_by(owner) || row.state == target ||
+                 with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+    }
+  } catch (const BackendError& e) {
+    logger_->error("dlock: could not release {}; it stays locked until its lease expires: {}", printable(name),
+                   e.what());
+    return;
+  }
+  if (!released) {
+    if (target == 0) {
+      report_lost(name, before->fence, "found already lost at unlock");
+    } else {
+      note_lost(name, owner.thread, before->generation, "found already lost at unlock");
+    }
+    return;
+  }
+  logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner.thread, target);
+  if (target == 0) waiters_.wake_one(name);
+}
+
+bool Client::force_release(std::string_view name) {
+  validate_name(name);
+  const auto run = [&] { return with_connection([&](Connection& c) { return table_.force_release(c, name); }); };
+  bool cleared = false;
+  try {
+    cleared = run();
+  } catch (const OutcomeUnknown& e) {
+    const LockRow row = read_after_unknown(name, e);
+    cleared = !row.held || run();
+  }
+  logger_->info("dlock: force-unlock of {} by {}: {}", printable(name), machine_id_,
+                cleared ? "cleared a hold" : "was not held");
+  waiters_.wake_one(name);
+  return cleared;
+}
+
+// ---------------------------------------------------------------- losses
+
+void Client::note_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation, const char* why) {
+  if (auto hold = holds_.mark_lost(name, thread, generation)) report_lost(name, hold->fence, why);
+}
+
+void Client::report_lost(std::string_view name, std::uint64_t fence, const char* why) {
+  logger_->warn("dlock: hold on {} (fence {}) lost: {}", printable(name), fence, why);
+  if (!options_.on_lock_lost) return;
+  io_.post([this, owned = std::string(name), fence] {
+    try {
+      options_.on_lock_lost(owned, fence);
+    } catch (const std::exception& e) {
+      logger_->error("dlock: on_lock_lost threw: {}", e.what());
+    } catch (...) {
+      logger_->error("dlock: on_lock_lost threw a non-standard exception");
+    }
+  });
+}
+
+// ---------------------------------------------------------------- introspection
+
+std::optional<Hold> Client::confirmed_hold(std::string_view name, std::uint64_t thread, LockRow* row_out) {
+  const auto hold = holds_.find(name, thread);
+  // The local lease deadline is measured from when the acquiring statement
+  // was sent, so once it passes the hold may already belong to someone else.
+  if (!hold || hold->lost || Clock::now() >= hold->deadline) return std::nullopt;
+  const LockRow row = read_row(name);
+  if (!row.held_by(Owner{machine_id_, thread})) {
+    note_lost(name, thread, hold->generation, "the row shows another owner or none");
+    return std::nullopt;
+  }
+  if (row_out != nullptr) *row_out = row;
+  return hold;
+}
+
+bool Client::is_locked(std::string_view name) {
+  validate_name(name);
+  return read_row(name).held;
+}
+
+bool Client::is_held_by_current_thread(std::string_view name) {
+  validate_name(name);
+  return confirmed_hold(name, current_thread_id(), nullptr).has_value();
+}
+
+int Client::hold_count(std::string_view name) {
+  validate_name(name);
+  const auto hold = confirmed_hold(name, current_thread_id(), nullptr);
+  return hold ? static_cast<int>(hold->count) : 0;
+}
+
+std::optional<Millis> Client::remaining_ttl(std::string_view name) {
+  validate_name(name);
+  const LockRow row = read_row(name);
+  if (!row.held) return std::nullopt;
+  return Millis(std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000));
+}
+
+std::uint64_t Client::fencing_token(std::string_view name) {
+  validate_name(name);
+  const std::uint64_t thread = current_thread_id();
+  const auto hold = holds_.find(name, thread);
+  if (!hold || hold->lost || Clock::now() >= hold->deadline) return 0;
+  if (hold->fence != 0) return hold->fence;
+  LockRow row;
+  const auto confirmed = confirmed_hold(name, thread, &row);
+  if (!confirmed) return 0;
+  holds_.set_fence(name, thread, confirmed->generation, row.fence);
+  return row.fence;
+}
+
+// ---------------------------------------------------------------- background
+
+void Client::renew_tick(const IoThread::ConnectionSource& connection) {
+  auto refs = holds_.watchdog_holds();
+  if (refs.empty()) return;
+  const auto now = Clock::now();
+  std::vector<HoldRef> live;
+  live.reserve(refs.size());
+  for (auto& r : refs) {
+    if (r.deadline <= now) {
+      note_lost(r.name, r.thread, r.generation, "renewal failed past the lease");
+    } else {
+      live.push_back(std::move(r));
+    }
+  }
+  if (live.empty()) return;
+  std::vector<std::string> names;
+  names.reserve(live.size());
+  for (const auto& r : live) names.push_back(r.name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+
+  auto sent = Clock::now();
+  std::size_t renewed = 0;
+  try {
+    renewed = table_.renew(connection(), machine_id_, names, micros(options_.watchdog_timeout));
+  } catch (const OutcomeUnknown&) {
+    // A renewal only extends live holds of this client: running it again on
+    // a fresh connection is safe whatever the first run did.
+    sent = Clock::now();
+    renewed = table_.renew(connection(), machine_id_, names, micros(options_.watchdog_timeout));
+  }
+  Connection& c = connection();
+  if (renewed == live.size()) {
+    holds_.extend(live, sent + options_.watchdog_timeout);
+    return;
+  }
+  // Fewer rows than holds: find out which holds are gone.
+  std::unordered_map<std::string, LockRow> rows;
+  for (auto& row : table_.read_many(c, names)) rows.emplace(row.name, std::move(row));
+  std::vector<HoldRef> confirmed;
+  for (auto& r : live) {
+    auto it = rows.find(r.name);
+    if (it != rows.end() && it->second.held_by(Owner{machine_id_, r.thread})) {
+      confirmed.push_back(std::move(r));
+    } else {
+      note_lost(r.name, r.thread, r.generation, "the watchdog found the row taken over or force-unlocked");
+    }
+  }
+  holds_.extend(confirmed, sent + options_.watchdog_timeout);
+}
+
+void Client::poll_tick(const IoThread::ConnectionSource& connection) {
+  const auto names = waiters_.names();
+  if (names.empty()) return;
+  std::vector<std::string> free;
+  try {
+    free = table_.free_among(connection(), names);
+  } catch (const OutcomeUnknown&) {
+    free = table_.free_among(connection(), names);  // a read: safe to repeat
+  }
+  for (const auto& name : free) waiters_.wake_one(name);
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,156 @@
+#include "connection.hpp"
+
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+#include <mysql_connection.h>
+#include <mysql_driver.h>
+
+#include <mutex>
+
+namespace dlock::details {
+
+namespace {
+
+// The driver is a process-wide singleton whose creation is not thread-safe.
+sql::mysql::MySQL_Driver* driver() {
+  static std::once_flag once;
+  static sql::mysql::MySQL_Driver* instance = nullptr;
+  std::call_once(once, [] { instance = sql::mysql::get_mysql_driver_instance(); });
+  return instance;
+}
+
+// The client library counts timeouts in whole seconds; round up so a timeout
+// is never shorter than asked.
+int whole_seconds(Millis value) {
+  const auto seconds = (value.count() + 999) / 1000;
+  return static_cast<int>(seconds < 1 ? 1 : seconds);
+}
+
+}  // namespace
+
+ConnectionSettings ConnectionSettings::from(const Options& options) {
+  ConnectionSettings s;
+  s.host = options.host;
+  s.port = options.port;
+  s.user = options.user;
+  s.password = options.password;
+  s.database = options.database;
+  s.connect_timeout = options.connect_timeout;
+  s.io_timeout = options.io_timeout;
+  return s;
+}
+
+bool is_connection_error(int code) {
+  switch (code) {
+    case 1053:  // ER_SERVER_SHUTDOWN
+    case 1077:  // ER_NORMAL_SHUTDOWN
+    case 1152:  // ER_ABORTING_CONNECTION
+    case 1927:  // ER_CONNECTION_KILLED (MariaDB)
+    case 4031:  // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+      return true;
+    default:
+      // 2000..2999 are client-library errors: can't connect, server gone,
+      // lost connection, timeouts, malformed packets, commands out of sync.
+      return code >= 2000 && code < 3000;
+  }
+}
+
+bool is_retryable(int code) { return code == mysql_error::kDeadlock || code == mysql_error::kLockWaitTimeout; }
+
+BackendError to_backend_error(const sql::SQLException& e, const std::string& context) {
+  std::string state = e.getSQLState();
+  return BackendError("dlock: " + context + ": " + e.what() + " (MySQL error " + std::to_string(e.getErrorCode()) +
+                          (state.empty() ? "" : ", SQLSTATE " + state) + ")",
+                      e.getErrorCode(), state);
+}
+
+std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings) {
+  std::unique_ptr<Connection> c(new Connection());
+  c->io_timeout_seconds_ = whole_seconds(settings.io_timeout);
+  sql::ConnectOptionsMap props;
+  props["hostName"] = sql::SQLString(settings.host);
+  props["port"] = static_cast<int>(settings.port);
+  props["userName"] = sql::SQLString(settings.user);
+  props["password"] = sql::SQLString(settings.password);
+  props["schema"] = sql::SQLString(settings.database);
+  props["OPT_CONNECT_TIMEOUT"] = whole_seconds(settings.connect_timeout);
+  props["OPT_READ_TIMEOUT"] = c->io_timeout_seconds_;
+  props["OPT_WRITE_TIMEOUT"] = c->io_timeout_seconds_;
+  // A silent reconnect would lose session settings and hide an unknown
+  // statement outcome; the pool replaces broken connections instead.
+  props["OPT_RECONNECT"] = false;
+  // Names are byte strings: bind them without character-set conversion.
+  props["OPT_CHARSET_NAME"] = sql::SQLString("binary");
+  props["CLIENT_MULTI_STATEMENTS"] = false;
+  try {
+    c->connection_.reset(driver()->connect(props));
+    c->apply_session_settings();
+  } catch (const sql::SQLException& e) {
+    throw to_backend_error(e, "cannot connect to " + settings.host + ":" + std::to_string(settings.port));
+  }
+  return c;
+}
+
+Connection::~Connection() {
+  // Prepared statements must be closed before their connection.
+  statements_.clear();
+  try {
+    if (connection_) connection_->close();
+  } catch (const sql::SQLException&) {
+    // Closing a dead connection can fail; there is nothing left to release.
+  }
+}
+
+void Connection::apply_session_settings() {
+  std::unique_ptr<sql::Statement> st(connection_->createStatement());
+  // UTC: DATETIME expiries compare the same in every session and never jump
+  // with daylight saving. timestamp=DEFAULT undoes any SET timestamp, which
+  // would otherwise bend NOW(6) and every expiry computed from it. The
+  // server-side lock wait ends before the client's read timeout, so a
+  // contended row gives a retryable 1205 rather than a lost connection.
+  st->execute("SET SESSION time_zone = '+00:00', autocommit = 1, timestamp = DEFAULT, innodb_lock_wait_timeout = " +
+              std::to_string(io_timeout_seconds_ > 1 ? io_timeout_seconds_ - 1 : 1));
+  st->execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+  std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT CONNECTION_ID()"));
+  if (rs->next()) server_id_ = rs->getUInt64(1);
+  session_dirty_ = false;
+}
+
+void Connection::reset_session() {
+  try {
+    apply_session_settings();
+  } catch (const sql::SQLException& e) {
+    broken_ = true;
+    throw to_backend_error(e, "resetting a pooled session");
+  }
+}
+
+sql::PreparedStatement& Connection::prepared(const std::string& sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) return *it->second;
+  std::unique_ptr<sql::PreparedStatement> ps(connection_->prepareStatement(sql));
+  return *statements_.emplace(sql, std::move(ps)).first->second;
+}
+
+void Connection::execute_plain(const std::string& sql) {
+  std::unique_ptr<sql::Statement> st(connection_->createStatement());
+  st->execute(sql);
+}
+
+sql::Connection& Connection::raw_for_session_change() {
+  session_dirty_ = true;
+  return *connection_;
+}
+
+bool Connection::ping() {
+  try {
+    if (connection_->isValid()) return true;
+  } catch (const sql::SQLException&) {
+  }
+  broken_ = true;
+  return false;
+}
+
+}  // namespace dlock::details

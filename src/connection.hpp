@@ -1,0 +1,105 @@
+// One MySQL connection with its prepared-statement cache, and the mapping of
+// Connector/C++ exceptions to dlock::BackendError. Connector types stay
+// inside src/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "dlock/errors.hpp"
+#include "dlock/options.hpp"
+
+namespace sql {
+class Connection;
+class PreparedStatement;
+class SQLException;
+}  // namespace sql
+
+namespace dlock::details {
+
+// What a connection needs from Options.
+struct ConnectionSettings {
+  std::string host;
+  unsigned port = 3306;
+  std::string user;
+  std::string password;
+  std::string database;
+  Millis connect_timeout{5'000};
+  Millis io_timeout{10'000};
+
+  static ConnectionSettings from(const Options& options);
+};
+
+// MySQL error numbers the library reacts to.
+namespace mysql_error {
+inline constexpr int kLockWaitTimeout = 1205;
+inline constexpr int kDeadlock = 1213;
+}  // namespace mysql_error
+
+// True for errors that mean the connection is gone (or never came up): the
+// statement's outcome is unknown and the connection must not be reused.
+bool is_connection_error(int code);
+// True for errors after which the statement was rolled back and may be run
+// again as it is (deadlock, lock wait timeout).
+bool is_retryable(int code);
+// Converts a Connector/C++ exception; `context` says what was being done.
+BackendError to_backend_error(const sql::SQLException& e, const std::string& context);
+
+// The connection died while a statement was in flight: it may or may not
+// have been applied. Callers reconcile by reading the row on another
+// connection, never by running the statement again blindly.
+class OutcomeUnknown : public BackendError {
+ public:
+  explicit OutcomeUnknown(const BackendError& cause) : BackendError(cause) {}
+};
+
+class Connection {
+ public:
+  // Connects and prepares the session (UTC time zone, autocommit, READ
+  // COMMITTED, server-side lock wait below the client's read timeout).
+  // Throws BackendError.
+  static std::unique_ptr<Connection> open(const ConnectionSettings& settings);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // The prepared statement for `sql`, prepared on first use and cached for
+  // the life of the connection (a prepare is a round trip of its own).
+  sql::PreparedStatement& prepared(const std::string& sql);
+  // Runs statements that take no parameters (DDL, session settings).
+  void execute_plain(const std::string& sql);
+
+  // Direct access for code that changes session state (tests, tools). Marks
+  // the session dirty, so the pool resets it before anyone else uses it.
+  sql::Connection& raw_for_session_change();
+  bool session_dirty() const { return session_dirty_; }
+  // Re-applies the session settings. Throws BackendError.
+  void reset_session();
+
+  // Server-side id (CONNECTION_ID()), for diagnostics and KILL.
+  std::uint64_t server_id() const { return server_id_; }
+  bool broken() const { return broken_; }
+  void mark_broken() { broken_ = true; }
+  // Cheap liveness check (COM_PING, not a statement). False marks it broken.
+  bool ping();
+
+  std::chrono::steady_clock::time_point last_used() const { return last_used_; }
+  void touch() { last_used_ = std::chrono::steady_clock::now(); }
+
+ private:
+  Connection() = default;
+  void apply_session_settings();
+
+  std::unique_ptr<sql::Connection> connection_;
+  std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> statements_;
+  std::uint64_t server_id_ = 0;
+  int io_timeout_seconds_ = 10;
+  bool broken_ = false;
+  bool session_dirty_ = false;
+  std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace dlock::details

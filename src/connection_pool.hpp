@@ -1,0 +1,80 @@
+// A bounded pool of connections for callers' operations.
+//
+// At most `size` connections exist at once; they are opened lazily and kept
+// idle in LIFO order (the most recently used is warmest). `acquire()` hands
+// out a move-only PooledConnection that returns itself when destroyed: a
+// broken connection is discarded (its slot is freed for a fresh one), a
+// connection whose session was changed is reset first, and a connection that
+// sat idle for a while is pinged before reuse, since the server may have
+// closed it (wait_timeout).
+//
+// Thread safety: acquire() may be called from any thread. A PooledConnection
+// is used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "connection.hpp"
+
+namespace dlock::details {
+
+class ConnectionPool;
+
+class PooledConnection {
+ public:
+  PooledConnection(PooledConnection&& other) noexcept : pool_(other.pool_), connection_(std::move(other.connection_)) {
+    other.pool_ = nullptr;
+  }
+  PooledConnection& operator=(PooledConnection&&) = delete;
+  PooledConnection(const PooledConnection&) = delete;
+  PooledConnection& operator=(const PooledConnection&) = delete;
+  ~PooledConnection();
+
+  Connection* operator->() const { return connection_.get(); }
+  Connection& operator*() const { return *connection_; }
+
+ private:
+  friend class ConnectionPool;
+  PooledConnection(ConnectionPool* pool, std::unique_ptr<Connection> connection)
+      : pool_(pool), connection_(std::move(connection)) {}
+
+  ConnectionPool* pool_;
+  std::unique_ptr<Connection> connection_;
+};
+
+class ConnectionPool {
+ public:
+  ConnectionPool(ConnectionSettings settings, std::size_t size);
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  // A connection, waiting up to io_timeout for one to be returned when all
+  // `size` are in use. Throws BackendError when none frees up in time or a
+  // new one cannot be opened.
+  PooledConnection acquire();
+
+  // Connections that exist now (idle + in use), for tests and diagnostics.
+  std::size_t open_count() const;
+  std::size_t capacity() const { return size_; }
+  // Idle connections older than this are pinged before reuse.
+  static constexpr std::chrono::seconds kPingAfterIdle{5};
+
+ private:
+  friend class PooledConnection;
+  void give_back(std::unique_ptr<Connection> connection);
+
+  const ConnectionSettings settings_;
+  const std::size_t size_;
+  mutable std::mutex mutex_;
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::size_t open_ = 0;
+};
+
+}  // namespace dlock::details

@@ -1,0 +1,69 @@
+// The client's one background thread: a Boost.Asio io_context running
+// periodic tasks (the watchdog and the poller) on steady_timers, plus posted
+// one-off jobs (on_lock_lost callbacks). It owns a connection of its own,
+// opened on first need, so renewals never queue behind callers for a pooled
+// connection. A task that fails is logged and runs again at its next tick;
+// a broken connection is replaced at the next tick that needs one.
+//
+// Thread safety: post() may be called from any thread; every() only before
+// start(). stop() runs the jobs already posted, then joins.
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "connection.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace dlock::details {
+
+class IoThread {
+ public:
+  // Gives the thread's connection, opening it if needed (throws
+  // BackendError). A task calls it only when it has SQL to run, so an idle
+  // client holds no background connection at all.
+  using ConnectionSource = std::function<Connection&()>;
+  using Task = std::function<void(const ConnectionSource& connection)>;
+
+  IoThread(ConnectionSettings settings, std::shared_ptr<spdlog::logger> logger);
+  ~IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  // Registers `task` to run every `period`, first after one period.
+  void every(Millis period, std::string what, Task task);
+  void start();
+  void post(std::function<void()> job);
+  void stop();
+
+ private:
+  struct Periodic {
+    Millis period;
+    std::string what;
+    Task task;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+  };
+  void arm(Periodic& p);
+  void tick(Periodic& p);
+  Connection& connection();
+
+  ConnectionSettings settings_;
+  std::shared_ptr<spdlog::logger> logger_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::vector<std::unique_ptr<Periodic>> periodic_;
+  std::unique_ptr<Connection> connection_;
+  std::thread thread_;
+  bool stopping_ = false;  // touched on the io thread only
+};
+
+}  // namespace dlock::details

@@ -1,0 +1,327 @@
+#include "lock_table.hpp"
+
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace dlock::details {
+
+namespace {
+
+constexpr int kMaxAttempts = 8;
+
+// Binds parameters left to right.
+class Binder {
+ public:
+  explicit Binder(sql::PreparedStatement& ps) : ps_(ps) {}
+  Binder& text(std::string_view v) {
+    ps_.setString(next_++, sql::SQLString(v.data(), v.size()));
+    return *this;
+  }
+  Binder& u64(std::uint64_t v) {
+    ps_.setUInt64(next_++, v);
+    return *this;
+  }
+  Binder& i64(std::int64_t v) {
+    ps_.setInt64(next_++, v);
+    return *this;
+  }
+  Binder& flag(bool v) {
+    ps_.setInt(next_++, v ? 1 : 0);
+    return *this;
+  }
+  Binder& owner(const Owner& o) { return text(o.machine).u64(o.thread); }
+
+ private:
+  sql::PreparedStatement& ps_;
+  unsigned next_ = 1;
+};
+
+// Runs `body`; deadlocks and lock-wait timeouts were rolled back by the
+// server and are simply run again after a short randomised pause.
+template <class Body>
+auto run(Connection& c, const char* what, Body&& body) {
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  for (int attempt = 1;; ++attempt) {
+    try {
+      auto result = body();
+      c.touch();
+      return result;
+    } catch (const sql::SQLException& e) {
+      const int code = e.getErrorCode();
+      if (is_retryable(code) && attempt < kMaxAttempts) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200 * attempt + jitter() % 1000));
+        continue;
+      }
+      // Code 0 is Connector/C++'s own failure (closed connection or
+      // statement): as unknown as a lost connection.
+      if (code == 0 || is_connection_error(code)) {
+        c.mark_broken();
+        throw OutcomeUnknown(to_backend_error(e, what));
+      }
+      throw to_backend_error(e, what);
+    }
+  }
+}
+
+std::int64_t update(sql::PreparedStatement& ps) { return ps.executeUpdate(); }
+
+// Row columns in the order every SELECT below lists them.
+const char* const kRowColumns =
+    "lock_name, machine_id, thread_id, state, (is_locked = 1 AND expire_time > NOW(6)), fence, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog";
+
+LockRow to_row(sql::ResultSet& rs) {
+  LockRow row;
+  row.exists = true;
+  row.name = rs.getString(1);
+  row.machine = rs.isNull(2) ? std::string() : std::string(rs.getString(2));
+  row.thread = rs.isNull(3) ? 0 : rs.getUInt64(3);
+  row.state = rs.getUInt(4);
+  row.held = !rs.isNull(5) && rs.getInt(5) == 1;
+  row.fence = rs.getUInt64(6);
+  if (!rs.isNull(7)) row.ttl_us = rs.getInt64(7);
+  row.watchdog = rs.getInt(8) == 1;
+  return row;
+}
+
+std::string placeholders(std::size_t n) {
+  std::string s;
+  s.reserve(n * 2);
+  for (std::size_t i = 0; i < n; ++i) s += i == 0 ? "?" : ",?";
+  return s;
+}
+
+// IN lists are prepared in a few fixed sizes and padded by repeating the last
+// name, so a connection caches at most four variants of each statement.
+std::size_t bucket_for(std::size_t n) {
+  for (std::size_t b : {std::size_t{1}, std::size_t{8}, std::size_t{64}, LockTable::kChunk})
+    if (n <= b) return b;
+  return LockTable::kChunk;
+}
+
+// Calls `each(first, count, bucket)` for every chunk of `names`.
+template <class Each>
+void for_each_chunk(const std::vector<std::string>& names, Each&& each) {
+  for (std::size_t first = 0; first < names.size(); first += LockTable::kChunk) {
+    const std::size_t count = std::min(LockTable::kChunk, names.size() - first);
+    each(first, count, bucket_for(count));
+  }
+}
+
+void bind_names(Binder& b, const std::vector<std::string>& names, std::size_t first, std::size_t count,
+                std::size_t bucket) {
+  for (std::size_t i = 0; i < bucket; ++i) b.text(names[first + std::min(i, count - 1)]);
+}
+
+}  // namespace
+
+LockTable::LockTable(std::string table) : table_(std::move(table)), quoted_("`" + table_ + "`") {
+  // A row is free for the taking when unlocked, expired, or already this
+  // owner's (a ghost left by an acquire whose reply was lost).
+  const std::string takeable = "(is_locked = 0 OR expire_time <= NOW(6) OR (machine_id <=> ? AND thread_id <=> ?))";
+  const std::string mine = "(machine_id <=> ? AND thread_id <=> ?)";
+  // ON DUPLICATE KEY UPDATE assigns left to right and later expressions see
+  // earlier assignments. So every column the `takeable` test reads is
+  // assigned after the test's last use: fence/state/watchdog/thread_id test
+  // the original row; machine_id's test still holds (thread_id is already
+  // ours exactly when the row was taken); after that "the owner is us" is the
+  // outcome, and expire_time/is_locked follow it. A refused attempt changes
+  // no column, so the server reports 0 affected rows; 1 = inserted, 2 = taken.
+  acquire_sql_ = "INSERT INTO " + quoted_ +
+                 " (lock_name, machine_id, thread_id, state, is_locked, watchdog, expire_time, fence)"
+                 " VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
+                 " ON DUPLICATE KEY UPDATE"
+                 " fence = IF(" + takeable + ", fence + 1, fence),"
+                 " state = IF(" + takeable + ", ?, state),"
+                 " watchdog = IF(" + takeable + ", ?, watchdog),"
+                 " thread_id = IF(" + takeable + ", ?, thread_id),"
+                 " machine_id = IF(" + takeable + ", ?, machine_id),"
+                 " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
+                 " is_locked = IF(" + mine + ", 1, is_locked)";
+  const std::string live_hold =
+      " WHERE lock_name = ? AND is_locked = 1 AND machine_id = ? AND thread_id = ? AND expire_time > NOW(6)";
+  reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
+                   live_hold;
+  release_sql_ = "UPDATE " + quoted_ +
+                 " SET state = ?, is_locked = IF(state = 0, 0, 1),"
+                 " watchdog = IF(state = 0, 0, watchdog),"
+                 " machine_id = IF(state = 0, NULL, machine_id),"
+                 " thread_id = IF(state = 0, NULL, thread_id),"
+                 " expire_time = IF(state = 0, NULL, expire_time)" +
+                 live_hold;
+  read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
+  free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
+  force_sql_ = "UPDATE " + quoted_ +
+               " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL"
+               " WHERE lock_name = ? AND is_locked = 1 AND expire_time > NOW(6)";
+}
+
+std::string LockTable::create_table_sql() const {
+  return "CREATE TABLE IF NOT EXISTS " + quoted_ +
+         " (\n"
+         "  lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',\n"
+         "  machine_id   VARBINARY(64)   NULL     COMMENT 'holding client instance; NULL when free',\n"
+         "  thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding thread within that client',\n"
+         "  state        INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'hold count (reentrancy)',\n"
+         "  is_locked    TINYINT(1)      NOT NULL DEFAULT 0,\n"
+         "  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',\n"
+         "  expire_time  DATETIME(6)     NULL     COMMENT 'server clock (UTC); the hold is void from then',\n"
+         "  fence        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token of the current or last hold',\n"
+         "  gmt_create   DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),\n"
+         "  gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),\n"
+         "  PRIMARY KEY (lock_name)\n"
+         ") ENGINE=InnoDB COMMENT='dlock: one row per lock name, never deleted'";
+}
+
+void LockTable::create_table(Connection& c) const {
+  run(c, "creating the lock table", [&] {
+    c.execute_plain(create_table_sql());
+    return 0;
+  });
+}
+
+AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+                                 std::int64_t lease_us, bool watchdog) const {
+  const auto affected = run(c, "acquiring a lock", [&] {
+    auto& ps = c.prepared(acquire_sql_);
+    Binder b(ps);
+    b.text(name).owner(owner).u64(state).flag(watchdog).i64(lease_us);
+    b.owner(owner);                 // fence
+    b.owner(owner).u64(state);      // state
+    b.owner(owner).flag(watchdog);  // watchdog
+    b.owner(owner).u64(owner.thread);
+    b.owner(owner).text(owner.machine);
+    b.owner(owner).i64(lease_us);  // expire_time
+    b.owner(owner);                // is_locked
+    return update(ps);
+  });
+  if (affected == 1) return AcquireResult::kInserted;
+  if (affected == 2) return AcquireResult::kTaken;
+  return AcquireResult::kRefused;
+}
+
+bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+                          std::int64_t lease_us, bool watchdog) const {
+  return run(c, "re-acquiring a held lock", [&] {
+           auto& ps = c.prepared(reacquire_sql_);
+           Binder(ps).u64(state).flag(watchdog).i64(lease_us).text(name).owner(owner);
+           return update(ps);
+         }) > 0;
+}
+
+bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state) const {
+  return run(c, "releasing a lock", [&] {
+           auto& ps = c.prepared(release_sql_);
+           Binder(ps).u64(state).text(name).owner(owner);
+           return update(ps);
+         }) > 0;
+}
+
+std::size_t LockTable::renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,
+                             std::int64_t lease_us) const {
+  std::size_t renewed = 0;
+  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    renewed += static_cast<std::size_t>(run(c, "renewing leases", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ +
+                            " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+                            " WHERE machine_id = ? AND is_locked = 1 AND watchdog = 1 AND expire_time > NOW(6)"
+                            " AND lock_name IN (" +
+                            placeholders(bucket) + ")");
+      Binder b(ps);
+      b.i64(lease_us).text(machine);
+      bind_names(b, names, first, count, bucket);
+      return update(ps);
+    }));
+  });
+  return renewed;
+}
+
+std::vector<std::string> LockTable::free_among(Connection& c, const std::vector<std::string>& names) const {
+  std::vector<std::string> free;
+  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    run(c, "polling waited-for locks", [&] {
+      auto& ps = c.prepared(free_sql_ + placeholders(bucket) + ")");
+      Binder b(ps);
+      bind_names(b, names, first, count, bucket);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) free.emplace_back(rs->getString(1));
+      return 0;
+    });
+  });
+  return free;
+}
+
+LockRow LockTable::read(Connection& c, std::string_view name) const {
+  return run(c, "reading a lock row", [&] {
+    auto& ps = c.prepared(read_sql_);
+    Binder(ps).text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    if (rs->next()) return to_row(*rs);
+    LockRow none;
+    none.name = std::string(name);
+    return none;
+  });
+}
+
+std::vector<LockRow> LockTable::read_many(Connection& c, const std::vector<std::string>& names) const {
+  std::vector<LockRow> rows;
+  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    run(c, "reading lock rows", [&] {
+      auto& ps = c.prepared(std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name IN (" +
+                            placeholders(bucket) + ")");
+      Binder b(ps);
+      bind_names(b, names, first, count, bucket);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) rows.push_back(to_row(*rs));
+      return 0;
+    });
+  });
+  return rows;
+}
+
+std::vector<LockRow> LockTable::read_held(Connection& c) const {
+  return run(c, "listing held locks", [&] {
+    auto& ps = c.prepared(std::string("SELECT ") + kRowColumns + " FROM " + quoted_ +
+                          " WHERE is_locked = 1 AND expire_time > NOW(6) ORDER BY lock_name");
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    std::vector<LockRow> rows;
+    while (rs->next()) rows.push_back(to_row(*rs));
+    return rows;
+  });
+}
+
+bool LockTable::force_release(Connection& c, std::string_view name) const {
+  return run(c, "force-unlocking", [&] {
+           auto& ps = c.prepared(force_sql_);
+           Binder(ps).text(name);
+           return update(ps);
+         }) > 0;
+}
+
+std::size_t LockTable::release_all(Connection& c, std::string_view machine,
+                                   const std::vector<std::string>& names) const {
+  std::size_t released = 0;
+  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    released += static_cast<std::size_t>(run(c, "releasing this client's holds", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ +
+                            " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL,"
+                            " expire_time = NULL WHERE machine_id = ? AND is_locked = 1 AND lock_name IN (" +
+                            placeholders(bucket) + ")");
+      Binder b(ps);
+      b.text(machine);
+      bind_names(b, names, first, count, bucket);
+      return update(ps);
+    }));
+  });
+  return released;
+}
+
+}  // namespace dlock::details

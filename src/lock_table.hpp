@@ -1,0 +1,103 @@
+// Every statement dlock issues against the lock table, and nothing else.
+//
+// One row per lock name, never deleted (so the fence survives everything).
+// Expiry is computed and compared by the server alone: NOW(6) + lease.
+// Hold counts are written as absolute values chosen by the client ("state =
+// 3"), never as "state + 1", so re-running a statement whose first run may
+// or may not have happened cannot make the count drift.
+//
+// Each method runs one statement (the IN-list methods one per chunk of up to
+// kChunk names), retries deadlocks and lock-wait timeouts itself, and throws
+// BackendError otherwise. After a connection error it marks the connection
+// broken; the caller owns the decision of how to reconcile.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "connection.hpp"
+
+namespace dlock::details {
+
+struct Owner {
+  std::string_view machine;
+  std::uint64_t thread;
+};
+
+// A lock row as seen by one read.
+struct LockRow {
+  std::string name;
+  bool exists = false;
+  // Locked and unexpired by the server's clock.
+  bool held = false;
+  std::string machine;  // empty when free
+  std::uint64_t thread = 0;
+  unsigned state = 0;
+  std::uint64_t fence = 0;
+  // Microseconds of lease left (negative when expired); nullopt when free.
+  std::optional<std::int64_t> ttl_us;
+  bool watchdog = false;
+
+  bool held_by(const Owner& owner) const { return held && machine == owner.machine && thread == owner.thread; }
+};
+
+enum class AcquireResult {
+  kRefused,   // someone else holds it
+  kInserted,  // first use of the name: fence is 1
+  kTaken,     // taken over a free, expired or own ghost row: fence bumped
+};
+
+class LockTable {
+ public:
+  static constexpr std::size_t kChunk = 512;
+
+  explicit LockTable(std::string table);
+
+  const std::string& table() const { return table_; }
+  std::string create_table_sql() const;
+  void create_table(Connection& c) const;
+
+  // Fresh acquire (the caller holds no live hold): one upsert that inserts the
+  // row on first use, or takes it if free, expired, or a ghost of this very
+  // owner. Bumps the fence on every take. Sets state = `state`.
+  AcquireResult acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+                        std::int64_t lease_us, bool watchdog) const;
+  // Reentrant acquire: only while the owner's hold is live. Sets state =
+  // `state`, restarts the lease, keeps the fence. False: the hold is gone.
+  bool reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+                 bool watchdog) const;
+  // Release down to `state` (0 frees the row), only while the owner's hold is
+  // live. False: the hold was already lost.
+  bool release(Connection& c, std::string_view name, const Owner& owner, unsigned state) const;
+  // Renews the owner machine's live watchdog-mode holds among `names`.
+  // Returns how many rows were renewed.
+  std::size_t renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,
+                    std::int64_t lease_us) const;
+  // Names among `names` whose rows are free or expired now.
+  std::vector<std::string> free_among(Connection& c, const std::vector<std::string>& names) const;
+  // The row of `name` (exists == false if never used).
+  LockRow read(Connection& c, std::string_view name) const;
+  // Rows of `names` that exist.
+  std::vector<LockRow> read_many(Connection& c, const std::vector<std::string>& names) const;
+  // Every held row, ordered by name (operator tools).
+  std::vector<LockRow> read_held(Connection& c) const;
+  // Clears any live hold on `name`. True if one was cleared.
+  bool force_release(Connection& c, std::string_view name) const;
+  // Frees every live hold of `machine` among `names` (shutdown).
+  std::size_t release_all(Connection& c, std::string_view machine, const std::vector<std::string>& names) const;
+
+ private:
+  std::string table_;
+  std::string quoted_;
+  std::string acquire_sql_;
+  std::string reacquire_sql_;
+  std::string release_sql_;
+  std::string free_sql_;
+  std::string read_sql_;
+  std::string force_sql_;
+};
+
+}  // namespace dlock::details

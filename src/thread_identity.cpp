@@ -1,0 +1,31 @@
+#include "thread_identity.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+
+namespace dlock::details {
+
+std::uint64_t current_thread_id() {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+std::string generate_machine_id() {
+  char host[65] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string h(host);
+  if (h.size() > 32) h.resize(32);
+  if (h.empty()) h = "host";
+  std::random_device rd;
+  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char tail[48];
+  std::snprintf(tail, sizeof tail, "-%ld-%012llx", static_cast<long>(getpid()),
+                static_cast<unsigned long long>(r & 0xffffffffffffULL));
+  return h + tail;
+}
+
+}  // namespace dlock::details

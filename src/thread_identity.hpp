@@ -1,0 +1,17 @@
+// The owner half that names a thread. Assigned from a process-wide counter on
+// a thread's first use and never reused while the process lives, unlike OS
+// thread ids and std::thread::id, which are recycled: a recycled id would let
+// a new thread inherit a dead thread's hold.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dlock::details {
+
+std::uint64_t current_thread_id();
+
+// host-pid-random, at most 64 bytes: unique per client instance.
+std::string generate_machine_id();
+
+}  // namespace dlock::details

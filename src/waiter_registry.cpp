@@ -1,0 +1,63 @@
+#include "waiter_registry.hpp"
+
+namespace dlock::details {
+
+WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, std::string name)
+    : registry_(registry), name_(std::move(name)) {
+  std::lock_guard<std::mutex> guard(registry_.mutex_);
+  auto& slot = registry_.entries_[name_];
+  if (!slot) slot = std::make_shared<Entry>();
+  entry_ = slot;
+  std::lock_guard<std::mutex> entry_guard(entry_->mutex);
+  ++entry_->subscribers;
+}
+
+WaiterRegistry::Subscription::~Subscription() {
+  std::lock_guard<std::mutex> guard(registry_.mutex_);
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> entry_guard(entry_->mutex);
+    --entry_->subscribers;
+    if (entry_->permits > entry_->subscribers) entry_->permits = entry_->subscribers;
+    last = entry_->subscribers == 0;
+  }
+  if (last) registry_.entries_.erase(name_);
+}
+
+bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(entry_->mutex);
+  if (!entry_->cv.wait_for(lock, timeout, [&] { return entry_->permits > 0; })) return false;
+  --entry_->permits;
+  return true;
+}
+
+void WaiterRegistry::wake_one(std::string_view name) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = entries_.find(std::string(name));
+    if (it == entries_.end()) return;
+    entry = it->second;
+  }
+  {
+    std::lock_guard<std::mutex> guard(entry->mutex);
+    if (entry->permits >= entry->subscribers) return;
+    ++entry->permits;
+  }
+  entry->cv.notify_one();
+}
+
+std::vector<std::string> WaiterRegistry::names() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<std::string> out;
+  out.reserve(entries_.size());
+  for (const auto& [name, entry] : entries_) out.push_back(name);
+  return out;
+}
+
+bool WaiterRegistry::empty() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return entries_.empty();
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,164 @@
+// Connections: the pool's bounds and session reset, and statements whose
+// connection dies being reconciled instead of blindly re-run.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/connection.h>
+#include <cppconn/statement.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "connection_pool.hpp"
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::fresh_options;
+using test::same_table;
+
+std::string now_year(details::Connection& c) {
+  std::unique_ptr<sql::ResultSet> rs(c.prepared("SELECT YEAR(NOW(6))").executeQuery());
+  rs->next();
+  return rs->getString(1);
+}
+
+TEST(Pool, ResetsASessionChangedByItsLastUser) {
+  details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 1);
+  {
+    auto c = pool.acquire();
+    std::unique_ptr<sql::Statement> st(c->raw_for_session_change().createStatement());
+    st->execute("SET timestamp = 1000000000");  // 2001: would bend NOW(6) and every expiry
+    EXPECT_EQ(now_year(*c), "2001");
+  }
+  auto c = pool.acquire();
+  EXPECT_NE(now_year(*c), "2001") << "a leftover SET timestamp survived the return to the pool";
+  EXPECT_EQ(pool.open_count(), 1u);
+}
+
+TEST(Pool, NeverOpensMoreThanItsSizeAndHandsOutReturnedConnections) {
+  details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 2);
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        auto c = pool.acquire();
+        EXPECT_LE(pool.open_count(), 2u);
+        now_year(*c);
+      }
+      ++done;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), 8);
+  EXPECT_LE(pool.open_count(), 2u);
+}
+
+TEST(Pool, ExhaustedPoolGivesBackendErrorAfterIoTimeout) {
+  auto settings = details::ConnectionSettings::from(Options::from_url(test::database_url()));
+  settings.io_timeout = 300ms;
+  details::ConnectionPool pool(settings, 1);
+  auto held = pool.acquire();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(pool.acquire(), BackendError);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+}
+
+TEST(Pool, MoreThreadsThanConnectionsStillMakeProgress) {
+  Options options = fresh_options();
+  options.pool_size = 2;
+  DatabaseDistributedLock client(options);
+  std::vector<std::thread> threads;
+  std::atomic<int> acquired{0};
+  for (int t = 0; t < 10; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string name = "p" + std::to_string(t % 3);
+      for (int i = 0; i < 5; ++i) {
+        client.lock(name);
+        ++acquired;
+        client.unlock(name);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(acquired.load(), 50);
+}
+
+// A dedicated account, so killing "this client's connections" cannot touch
+// tests running in parallel.
+class KilledConnections : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::execute_sql("CREATE USER IF NOT EXISTS 'dlock_killed'@'127.0.0.1' IDENTIFIED BY 'k'");
+    test::execute_sql("GRANT ALL PRIVILEGES ON *.* TO 'dlock_killed'@'127.0.0.1'");
+    options_ = fresh_options();
+    options_.user = "dlock_killed";
+    options_.password = "k";
+    options_.pool_size = 1;
+  }
+  void kill_all_of_the_account() {
+    auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(test::database_url())));
+    std::vector<std::string> ids;
+    {
+      std::unique_ptr<sql::ResultSet> rs(
+          c->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = 'dlock_killed'").executeQuery());
+      while (rs->next()) ids.push_back(rs->getString(1));
+    }
+    for (const auto& id : ids) {
+      try {
+        c->execute_plain("KILL CONNECTION " + id);
+      } catch (const std::exception&) {
+        // already gone
+      }
+    }
+  }
+  Options options_;
+};
+
+TEST_F(KilledConnections, AcquireAndReleaseRecoverWithoutDriftingTheCount) {
+  DatabaseDistributedLock client(options_);
+  DatabaseDistributedLock other(same_table(options_));
+  client.lock("k");  // warm the pooled connection
+  kill_all_of_the_account();
+  client.lock("k");  // reentrant acquire on a dead connection
+  EXPECT_EQ(client.hold_count("k"), 2);
+  kill_all_of_the_account();
+  client.unlock("k");
+  EXPECT_EQ(test::query_scalar("SELECT state FROM `" + options_.table + "` WHERE lock_name = 'k'"), "1");
+  kill_all_of_the_account();
+  client.unlock("k");
+  EXPECT_TRUE(other.try_lock("k")) << "the count drifted: the lock stayed held";
+  other.unlock("k");
+  kill_all_of_the_account();
+  client.lock("k");  // fresh acquire on a dead connection
+  EXPECT_EQ(client.hold_count("k"), 1);
+  client.unlock("k");
+  EXPECT_FALSE(other.is_locked("k"));
+}
+
+TEST_F(KilledConnections, WatchdogReplacesItsKilledConnection) {
+  options_.watchdog_timeout = 900ms;
+  DatabaseDistributedLock client(options_);
+  DatabaseDistributedLock other(same_table(options_));
+  client.lock("wd");
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(400ms);
+    kill_all_of_the_account();
+  }
+  // Renewals every 300 ms: one failure per kill at most, so the lease holds.
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(other.try_lock("wd"));
+  EXPECT_TRUE(client.is_held_by_current_thread("wd"));
+  client.unlock("wd");
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,35 @@
+# ctest driver: install the built dlock into a scratch prefix, then build and
+# run tests/consumer against that prefix with find_package(dlock CONFIG).
+file(REMOVE_RECURSE "${WORK_DIR}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${WORK_DIR}/prefix"
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "install failed")
+endif()
+set(flags "")
+if(SANITIZE STREQUAL "address")
+  set(flags "-fsanitize=address,undefined")
+elseif(SANITIZE STREQUAL "thread")
+  set(flags "-fsanitize=thread")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build"
+                -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                "-DCMAKE_CXX_FLAGS=${flags}" "-DCMAKE_EXE_LINKER_FLAGS=${flags}"
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer against the installed package failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}/build" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed")
+endif()
+set(url "$ENV{DLOCK_TEST_URL}")
+if(url STREQUAL "")
+  set(url "mysql://dlock:dlock-test@127.0.0.1:33306/dlock_test")
+endif()
+execute_process(COMMAND "${WORK_DIR}/build/consumer" "${url}?table=t_package_consumer"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+message(STATUS "consumer said: ${out}")
+if(rc OR NOT out MATCHES "locked with fence [1-9]")
+  message(FATAL_ERROR "the consumer did not run: ${rc}")
+endif()

@@ -1,0 +1,85 @@
+// dlock_test_helper: the other process in multi-process tests.
+//
+//   dlock_test_helper URL hold NAME LEASE_MS
+//       Acquire NAME (LEASE_MS 0: watchdog mode), print "acquired FENCE",
+//       then sleep until killed.
+//   dlock_test_helper URL rmw NAME COUNTER_TABLE ROUNDS
+//       ROUNDS times: lock NAME, read the counter row, write it + 1 (a
+//       non-atomic read-modify-write), unlock. Prints "done" at the end.
+//   dlock_test_helper URL wait NAME WAIT_MS
+//       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
+//       (milliseconds waited), releases and exits.
+#include <dlock/dlock.hpp>
+
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "connection.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::cerr << "usage: dlock_test_helper URL COMMAND ARGS...\n";
+    return 2;
+  }
+  const std::string url = argv[1];
+  const std::string command = argv[2];
+  const std::string name = argv[3];
+  try {
+    dlock::DatabaseDistributedLock client(dlock::Options::from_url(url));
+    if (command == "hold" && argc == 5) {
+      const long lease = std::stol(argv[4]);
+      if (lease > 0) {
+        client.lock(name, dlock::Millis(lease));
+      } else {
+        client.lock(name);
+      }
+      std::cout << "acquired " << client.fencing_token(name) << std::endl;
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "rmw" && argc == 6) {
+      const std::string counter = argv[4];
+      const int rounds = std::stoi(argv[5]);
+      auto c = dlock::details::Connection::open(dlock::details::ConnectionSettings::from(dlock::Options::from_url(url)));
+      auto& read = c->prepared("SELECT value FROM `" + counter + "` WHERE id = 1");
+      auto& write = c->prepared("UPDATE `" + counter + "` SET value = ? WHERE id = 1");
+      dlock::Lock lock = client.get_lock(name);
+      for (int i = 0; i < rounds; ++i) {
+        std::lock_guard<dlock::Lock> guard(lock);
+        std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+        rs->next();
+        const auto value = rs->getInt64(1);
+        rs.reset();
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        write.setInt64(1, value + 1);
+        write.executeUpdate();
+      }
+      std::cout << "done" << std::endl;
+      return 0;
+    }
+    if (command == "wait" && argc == 5) {
+      const auto start = std::chrono::steady_clock::now();
+      const bool ok = client.try_lock(name, dlock::Millis(std::stol(argv[4])));
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+      if (ok) {
+        std::cout << "acquired " << client.fencing_token(name) << " " << waited << std::endl;
+        client.unlock(name);
+      } else {
+        std::cout << "timeout " << waited << std::endl;
+      }
+      return 0;
+    }
+    std::cerr << "dlock_test_helper: bad command line\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cout << "error " << e.what() << std::endl;
+    return 1;
+  }
+}

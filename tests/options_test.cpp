@@ -1,0 +1,155 @@
+// Options::from_url and input validation: no database needed.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "validation.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(FromUrl, ParsesEveryPart) {
+  const Options o = Options::from_url(
+      "mysql://app:s3cret@db.example:3307/locks?table=my_locks&pool_size=3&watchdog_timeout_ms=9000"
+      "&poll_interval_ms=250&connect_timeout_ms=1500&io_timeout_ms=2500");
+  EXPECT_EQ(o.user, "app");
+  EXPECT_EQ(o.password, "s3cret");
+  EXPECT_EQ(o.host, "db.example");
+  EXPECT_EQ(o.port, 3307u);
+  EXPECT_EQ(o.database, "locks");
+  EXPECT_EQ(o.table, "my_locks");
+  EXPECT_EQ(o.pool_size, 3u);
+  EXPECT_EQ(o.watchdog_timeout, 9000ms);
+  EXPECT_EQ(o.poll_interval, 250ms);
+  EXPECT_EQ(o.connect_timeout, 1500ms);
+  EXPECT_EQ(o.io_timeout, 2500ms);
+}
+
+TEST(FromUrl, DefaultsWhenOmitted) {
+  const Options o = Options::from_url("mysql://app@localhost/locks");
+  EXPECT_EQ(o.user, "app");
+  EXPECT_EQ(o.password, "");
+  EXPECT_EQ(o.port, 3306u);
+  EXPECT_EQ(o.table, "distributed_lock");
+  EXPECT_EQ(o.watchdog_timeout, 30s);
+  EXPECT_EQ(o.poll_interval, 1s);
+  EXPECT_EQ(o.pool_size, 8u);
+  EXPECT_TRUE(o.create_table);
+}
+
+TEST(FromUrl, PercentDecodesUserAndPassword) {
+  const Options o = Options::from_url("mysql://us%40er:p%3Aa%2Fss%25@h:1/d");
+  EXPECT_EQ(o.user, "us@er");
+  EXPECT_EQ(o.password, "p:a/ss%");
+}
+
+TEST(FromUrl, UnescapedAtInPasswordUsesLastAt) {
+  const Options o = Options::from_url("mysql://u:p@ss@h/d");
+  EXPECT_EQ(o.password, "p@ss");
+  EXPECT_EQ(o.host, "h");
+}
+
+TEST(FromUrl, Ipv6HostAndMariadbScheme) {
+  const Options o = Options::from_url("mariadb://u:p@[::1]:3310/d?create_table=false&machine_id=worker-7");
+  EXPECT_EQ(o.host, "::1");
+  EXPECT_EQ(o.port, 3310u);
+  EXPECT_FALSE(o.create_table);
+  EXPECT_EQ(o.machine_id, "worker-7");
+}
+
+TEST(FromUrl, RejectsMalformedInput) {
+  const char* bad[] = {
+      "",
+      "postgres://u:p@h/d",
+      "mysql://",
+      "mysql://u:p@h",           // no database
+      "mysql://u:p@h/",          // empty database
+      "mysql://u:p@:3306/d",     // no host
+      "mysql://u:p@h:/d",        // empty port
+      "mysql://u:p@h:0/d",       // port out of range
+      "mysql://u:p@h:65536/d",   // port out of range
+      "mysql://u:p@h:33x6/d",    // port not a number
+      "mysql://u:p@h/d/x",       // path with two parts
+      "mysql://u:p%zz@h/d",      // bad escape
+      "mysql://u:p%2@h/d",       // truncated escape
+      "mysql://u:p%00@h/d",      // NUL
+      "mysql://u:p@h/d?nope=1",  // unknown parameter
+      "mysql://u:p@h/d?table",   // no value
+      "mysql://u:p@h/d?pool_size=0",
+      "mysql://u:p@h/d?pool_size=-1",
+      "mysql://u:p@h/d?pool_size=99999999999999999999999",
+      "mysql://u:p@h/d?watchdog_timeout_ms=0",
+      "mysql://u:p@h/d?poll_interval_ms=abc",
+      "mysql://u:p@h/d?io_timeout_ms=1&io_timeout_ms=2",
+      "mysql://u:p@h/d?create_table=maybe",
+      "mysql://u:p@[::1/d",
+  };
+  for (const char* url : bad) {
+    EXPECT_THROW(Options::from_url(url), std::invalid_argument) << url;
+  }
+}
+
+TEST(FromUrl, ErrorMessageNamesTheProblem) {
+  try {
+    Options::from_url("mysql://u:p@h/d?watchdog_timout_ms=5");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("watchdog_timout_ms"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Validation, Names) {
+  EXPECT_THROW(details::validate_name(""), std::invalid_argument);
+  EXPECT_THROW(details::validate_name(std::string(256, 'a')), std::invalid_argument);
+  EXPECT_THROW(details::validate_name(std::string("a\0b", 3)), std::invalid_argument);
+  EXPECT_NO_THROW(details::validate_name(std::string(255, 'a')));
+  EXPECT_NO_THROW(details::validate_name("x"));
+  EXPECT_NO_THROW(details::validate_name("\xff\xfe' OR 1=1; --%_\\"));
+}
+
+TEST(Validation, Leases) {
+  EXPECT_THROW(details::validate_lease(0ms), std::invalid_argument);
+  EXPECT_THROW(details::validate_lease(-5ms), std::invalid_argument);
+  EXPECT_THROW(details::validate_lease(std::chrono::hours(24 * 365) + 1ms), std::invalid_argument);
+  EXPECT_NO_THROW(details::validate_lease(1ms));
+  EXPECT_NO_THROW(details::validate_lease(std::chrono::hours(24 * 365)));
+}
+
+TEST(Validation, OptionsFields) {
+  Options good = Options::from_url("mysql://u:p@h/d");
+  EXPECT_NO_THROW(details::validate_options(good));
+  auto expect_bad = [&](auto mutate, const char* what) {
+    Options o = good;
+    mutate(o);
+    EXPECT_THROW(details::validate_options(o), std::invalid_argument) << what;
+  };
+  expect_bad([](Options& o) { o.table = "bad-name"; }, "dash in table");
+  expect_bad([](Options& o) { o.table = "t`; DROP TABLE x"; }, "injection in table");
+  expect_bad([](Options& o) { o.table = ""; }, "empty table");
+  expect_bad([](Options& o) { o.table = std::string(65, 't'); }, "long table");
+  expect_bad([](Options& o) { o.database = ""; }, "empty database");
+  expect_bad([](Options& o) { o.host = ""; }, "empty host");
+  expect_bad([](Options& o) { o.port = 0; }, "port 0");
+  expect_bad([](Options& o) { o.pool_size = 0; }, "pool 0");
+  expect_bad([](Options& o) { o.watchdog_timeout = 0ms; }, "watchdog 0");
+  expect_bad([](Options& o) { o.poll_interval = 0ms; }, "poll 0");
+  expect_bad([](Options& o) { o.io_timeout = -1ms; }, "io negative");
+  expect_bad([](Options& o) { o.connect_timeout = 0ms; }, "connect 0");
+  expect_bad([](Options& o) { o.machine_id = std::string(65, 'm'); }, "long machine id");
+  expect_bad([](Options& o) { o.machine_id = std::string("a\0b", 3); }, "NUL machine id");
+}
+
+TEST(Validation, ConstructorRejectsBadOptionsBeforeConnecting) {
+  // Port 1 on loopback has no server: if validation ran after connecting,
+  // this would be a BackendError instead.
+  Options o = Options::from_url("mysql://u:p@127.0.0.1:1/d");
+  o.table = "no spaces allowed";
+  EXPECT_THROW(DatabaseDistributedLock{o}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,73 @@
+// The database stops answering (the server is paused with SIGSTOP, which
+// clients see as a network stall): operations fail with BackendError within
+// the timeouts instead of hanging, unlock() does not throw, and the client
+// recovers once the server runs again. Runs alone (RUN_SERIAL): it pauses the
+// server every other test uses.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class PausedServer {
+ public:
+  explicit PausedServer(long pid) : pid_(pid) { ::kill(static_cast<pid_t>(pid_), SIGSTOP); }
+  ~PausedServer() { resume(); }
+  void resume() {
+    if (pid_ > 0) ::kill(static_cast<pid_t>(pid_), SIGCONT);
+    pid_ = 0;
+  }
+
+ private:
+  long pid_;
+};
+
+TEST(ServerPause, OperationsFailWithBackendErrorThenTheClientRecovers) {
+  const long pid = test::database_pid();
+  ASSERT_GT(pid, 0) << "cannot find the private server's pid (scripts/db.sh pid)";
+  Options options = test::fresh_options();
+  options.io_timeout = 2s;
+  options.connect_timeout = 2s;
+  DatabaseDistributedLock client(options);
+  client.lock("held");
+  {
+    PausedServer paused(pid);
+    const auto start = Clock::now();
+    try {
+      client.try_lock("other");
+      ADD_FAILURE() << "try_lock succeeded against a paused server";
+    } catch (const BackendError& e) {
+      EXPECT_NE(e.code(), 0) << e.what();
+    }
+    EXPECT_LT(Clock::now() - start, 15s) << "the timeout did not bound the failure";
+    const auto unlock_start = Clock::now();
+    EXPECT_NO_THROW(client.unlock("held"));
+    EXPECT_LT(Clock::now() - unlock_start, 15s);
+    EXPECT_THROW(client.is_locked("held"), BackendError);
+  }
+  // Recovered: broken connections were replaced.
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        try {
+          return client.try_lock("other");
+        } catch (const BackendError&) {
+          return false;
+        }
+      },
+      20s));
+  client.unlock("other");
+  // "held" could not be released while paused; its lease (1.5 s) frees it.
+  EXPECT_TRUE(client.try_lock("held", 10s));
+  client.unlock("held");
+}
+
+}  // namespace
+}  // namespace dlock

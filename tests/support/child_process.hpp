@@ -1,0 +1,42 @@
+// A real child process for multi-process tests: spawned with posix_spawn,
+// its stdout read line by line with deadlines, killed and reaped on
+// destruction so a failing test never leaves workers behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlock::test {
+
+class ChildProcess {
+ public:
+  ChildProcess(const std::string& program, const std::vector<std::string>& args);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Next line of the child's stdout, or nullopt at EOF or after `timeout`.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout);
+  // Reads lines until one starts with `prefix`; returns it (nullopt on
+  // timeout or EOF).
+  std::optional<std::string> wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+  void kill(int signal);
+  // Waits for exit; returns the raw wait status, or nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+  bool reaped_ = false;
+};
+
+// Path of the dlock_test_helper binary built next to the tests.
+std::string helper_path();
+
+}  // namespace dlock::test

@@ -1,0 +1,93 @@
+#include "test_env.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "connection.hpp"
+
+namespace dlock::test {
+
+std::string database_url() {
+  const char* url = std::getenv("DLOCK_TEST_URL");
+  return url != nullptr && *url != '\0' ? url : "mysql://dlock:dlock-test@127.0.0.1:33306/dlock_test";
+}
+
+namespace {
+
+std::string table_for_current_test(const std::string& hint) {
+  std::string raw = hint;
+  if (raw.empty()) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    raw = info != nullptr ? std::string(info->test_suite_name()) + "_" + info->name() : "adhoc";
+  }
+  std::string table = "t_";
+  for (char c : raw) table.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  if (table.size() > 64) table = table.substr(0, 48) + "_" + std::to_string(std::hash<std::string>{}(table) % 100000);
+  return table;
+}
+
+std::unique_ptr<details::Connection> open_connection() {
+  return details::Connection::open(details::ConnectionSettings::from(Options::from_url(database_url())));
+}
+
+}  // namespace
+
+Options same_table(const Options& base) {
+  Options o = Options::from_url(database_url());
+  o.table = base.table;
+  o.watchdog_timeout = base.watchdog_timeout;
+  o.poll_interval = base.poll_interval;
+  o.io_timeout = base.io_timeout;
+  o.connect_timeout = base.connect_timeout;
+  return o;
+}
+
+Options fresh_options(const std::string& table_hint) {
+  Options o = Options::from_url(database_url());
+  o.table = table_for_current_test(table_hint);
+  o.watchdog_timeout = 1500ms;
+  o.poll_interval = 200ms;
+  o.io_timeout = 5s;
+  o.connect_timeout = 3s;
+  execute_sql("DROP TABLE IF EXISTS `" + o.table + "`");
+  return o;
+}
+
+void execute_sql(const std::string& sql) { open_connection()->execute_plain(sql); }
+
+std::string query_scalar(const std::string& sql) {
+  auto c = open_connection();
+  auto& ps = c->prepared(sql);
+  std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+  if (!rs->next() || rs->isNull(1)) return "";
+  return rs->getString(1);
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+long database_pid() {
+  if (const char* pid = std::getenv("DLOCK_TEST_DB_PID"); pid != nullptr && *pid != '\0') return std::atol(pid);
+  FILE* f = popen(DLOCK_SOURCE_DIR "/scripts/db.sh pid 2>/dev/null", "r");
+  if (f == nullptr) return 0;
+  long pid = 0;
+  if (std::fscanf(f, "%ld", &pid) != 1) pid = 0;
+  pclose(f);
+  return pid;
+}
+
+}  // namespace dlock::test

@@ -1,0 +1,38 @@
+// Shared test support: options pointing at the private MariaDB started by
+// scripts/db.sh, one fresh table per test, and deadline-bounded waiting.
+#pragma once
+
+#include <dlock/dlock.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace dlock::test {
+
+using namespace std::chrono_literals;
+
+// DLOCK_TEST_URL, or the URL scripts/db.sh prints by default.
+std::string database_url();
+
+// Options for the test database with a table of this test's own (dropped
+// first, so every test starts from an empty table), short leases and a fast
+// poll so tests run in seconds.
+Options fresh_options(const std::string& table_hint = "");
+// Options for the same table as `base`, without dropping it again.
+Options same_table(const Options& base);
+
+// Runs one statement on a connection of its own (test setup and checks).
+void execute_sql(const std::string& sql);
+// First column of the first row of a query, as a string ("" if no row / NULL).
+std::string query_scalar(const std::string& sql);
+
+// Polls `condition` every few milliseconds until it holds or `timeout`
+// passes. Returns whether it held.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// Process id of the private server (DLOCK_TEST_DB_PID or scripts/db.sh pid);
+// 0 if unknown.
+long database_pid();
+
+}  // namespace dlock::test
