@@ -7,6 +7,7 @@
 #
 #   scripts/db.sh start    initialise (first time) and start; waits until ready
 #   scripts/db.sh stop     stop it (SIGTERM, then SIGKILL after 20 s)
+#   scripts/db.sh kill     kill -9 it (crash tests; `start` recovers the data)
 #   scripts/db.sh status   exit 0 when it answers
 #   scripts/db.sh url      print the mysql:// URL of the test account
 #   scripts/db.sh pid      print the server's process id
@@ -98,13 +99,22 @@ stop() {
   echo "dlock test database killed after 20 s"
 }
 
+crash() {
+  local p
+  p="$(server_pid)" || return 0
+  kill -KILL "$p" 2>/dev/null || true
+  while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+  rm -f "$pidfile"
+}
+
 case "${1:-}" in
   start) start ;;
+  kill) crash ;;
   stop) stop ;;
   status) server_pid >/dev/null && answers ;;
   url) echo "mysql://$user:$pass@127.0.0.1:$port/$database" ;;
   pid) server_pid ;;
   client) shift; mariadb --no-defaults -h127.0.0.1 -P"$port" -u"$user" -p"$pass" "$database" "$@" ;;
   wipe) stop; rm -rf "$dir" ;;
-  *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

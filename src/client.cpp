@@ -55,7 +55,7 @@ Client::Client(Options options)
     : options_(validated(options)),
       logger_(choose_logger(options_)),
       machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
-      table_(options_.table),
+      table_(options_.table, logger_),
       pool_(ConnectionSettings::from(options_), options_.pool_size),
       io_(ConnectionSettings::from(options_), logger_) {
   // Connecting here makes an unreachable database fail at construction.

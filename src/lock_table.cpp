@@ -3,6 +3,7 @@
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -44,10 +45,12 @@ class Binder {
   unsigned next_ = 1;
 };
 
+}  // namespace
+
 // Runs `body`; deadlocks and lock-wait timeouts were rolled back by the
 // server and are simply run again after a short randomised pause.
 template <class Body>
-auto run(Connection& c, const char* what, Body&& body) {
+auto LockTable::run(Connection& c, const char* what, Body&& body) const {
   thread_local std::minstd_rand jitter(std::random_device{}());
   for (int attempt = 1;; ++attempt) {
     try {
@@ -57,6 +60,8 @@ auto run(Connection& c, const char* what, Body&& body) {
     } catch (const sql::SQLException& e) {
       const int code = e.getErrorCode();
       if (is_retryable(code) && attempt < kMaxAttempts) {
+        if (logger_) logger_->warn("dlock: {}: MySQL error {} ({}); retry {} of {}", what, code, e.what(), attempt,
+                                   kMaxAttempts - 1);
         std::this_thread::sleep_for(std::chrono::microseconds(200 * attempt + jitter() % 1000));
         continue;
       }
@@ -70,6 +75,8 @@ auto run(Connection& c, const char* what, Body&& body) {
     }
   }
 }
+
+namespace {
 
 std::int64_t update(sql::PreparedStatement& ps) { return ps.executeUpdate(); }
 
@@ -123,7 +130,8 @@ void bind_names(Binder& b, const std::vector<std::string>& names, std::size_t fi
 
 }  // namespace
 
-LockTable::LockTable(std::string table) : table_(std::move(table)), quoted_("`" + table_ + "`") {
+LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
+    : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {
   // A row is free for the taking when unlocked, expired, or already this
   // owner's (a ghost left by an acquire whose reply was lost).
   const std::string takeable = "(is_locked = 0 OR expire_time <= NOW(6) OR (machine_id <=> ? AND thread_id <=> ?))";

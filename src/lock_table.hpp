@@ -13,12 +13,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "connection.hpp"
+
+namespace spdlog {
+class logger;
+}
 
 namespace dlock::details {
 
@@ -54,7 +59,8 @@ class LockTable {
  public:
   static constexpr std::size_t kChunk = 512;
 
-  explicit LockTable(std::string table);
+  // `logger` (may be null) gets a warning for every retried statement.
+  explicit LockTable(std::string table, std::shared_ptr<spdlog::logger> logger = nullptr);
 
   const std::string& table() const { return table_; }
   std::string create_table_sql() const;
@@ -90,7 +96,11 @@ class LockTable {
   std::size_t release_all(Connection& c, std::string_view machine, const std::vector<std::string>& names) const;
 
  private:
+  template <class Body>
+  auto run(Connection& c, const char* what, Body&& body) const;
+
   std::string table_;
+  std::shared_ptr<spdlog::logger> logger_;
   std::string quoted_;
   std::string acquire_sql_;
   std::string reacquire_sql_;

@@ -249,6 +249,22 @@ TEST(Lock, TwoClientsInOneProcessAreDistinctOwners) {
   a.unlock("x");
 }
 
+TEST(Lock, ThreadIdentityIsNeverReusedByANewThread) {
+  const Options options = fresh_options();
+  DatabaseDistributedLock client(options);
+  // Threads that exit while holding: their OS and std::thread ids get reused
+  // by the threads below, but a library-assigned id never is.
+  for (int i = 0; i < 5; ++i) std::thread([&, i] { client.lock("orphan-" + std::to_string(i), 30s); }).join();
+  for (int i = 0; i < 5; ++i) {
+    std::thread([&, i] {
+      const std::string name = "orphan-" + std::to_string(i);
+      EXPECT_FALSE(client.try_lock(name)) << "a new thread inherited a dead thread's hold";
+      EXPECT_EQ(client.hold_count(name), 0);
+      EXPECT_THROW(client.unlock(name), NotHeldError);
+    }).join();
+  }
+}
+
 TEST(Lock, StandardGuardsWork) {
   const Options options = fresh_options();
   DatabaseDistributedLock client(options);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "test_env.hpp"
@@ -67,6 +69,54 @@ TEST(ServerPause, OperationsFailWithBackendErrorThenTheClientRecovers) {
   // "held" could not be released while paused; its lease (1.5 s) frees it.
   EXPECT_TRUE(client.try_lock("held", 10s));
   client.unlock("held");
+}
+
+TEST(ServerPause, RenewalFailingPastTheLeaseReportsTheHoldLost) {
+  const long pid = test::database_pid();
+  ASSERT_GT(pid, 0);
+  Options options = test::fresh_options();
+  options.io_timeout = 1s;
+  options.connect_timeout = 1s;
+  std::atomic<int> lost{0};
+  options.on_lock_lost = [&](std::string_view name, std::uint64_t) {
+    if (name == "renewed") ++lost;
+  };
+  DatabaseDistributedLock client(options);
+  client.lock("renewed");  // watchdog lease 1.5 s
+  {
+    PausedServer paused(pid);
+    EXPECT_TRUE(test::wait_until([&] { return lost.load() == 1; }, 10s)) << "loss not reported while renewals failed";
+  }
+  EXPECT_FALSE(client.is_held_by_current_thread("renewed"));
+  EXPECT_EQ(client.fencing_token("renewed"), 0u);
+  EXPECT_NO_THROW(client.unlock("renewed"));
+  EXPECT_EQ(lost.load(), 1);
+}
+
+// kill -9 of the server and a restart on the same data directory: fences
+// continue from where they were, and clients reconnect by themselves.
+TEST(ServerRestart, FencesSurviveAndClientsReconnect) {
+  ASSERT_GT(test::database_pid(), 0);
+  Options options = test::fresh_options();
+  options.io_timeout = 2s;
+  options.connect_timeout = 2s;
+  DatabaseDistributedLock client(options);
+  client.lock("survivor");
+  const auto before = client.fencing_token("survivor");
+  client.unlock("survivor");
+  ASSERT_EQ(std::system(DLOCK_SOURCE_DIR "/scripts/db.sh kill >/dev/null"), 0);
+  ASSERT_EQ(std::system(DLOCK_SOURCE_DIR "/scripts/db.sh start >/dev/null"), 0);
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        try {
+          return client.try_lock("survivor");
+        } catch (const BackendError&) {
+          return false;
+        }
+      },
+      30s));
+  EXPECT_GT(client.fencing_token("survivor"), before);
+  client.unlock("survivor");
 }
 
 }  // namespace

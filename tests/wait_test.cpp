@@ -92,6 +92,29 @@ TEST(Wait, WaiterInAnotherClientWakesWithinThePollInterval) {
   waiter.join();
 }
 
+TEST(Wait, ForceUnlockWakesALocalWaiter) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock holder(options);
+  DatabaseDistributedLock client(same_table(options));
+  holder.lock("forced");
+  std::promise<Clock::time_point> acquired_at;
+  std::thread waiter([&] {
+    client.lock("forced");
+    acquired_at.set_value(Clock::now());
+    client.unlock("forced");
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto forced_at = Clock::now();
+  ASSERT_TRUE(client.force_unlock("forced"));
+  auto future = acquired_at.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_LT(future.get() - forced_at, 1s);
+  waiter.join();
+  EXPECT_NO_THROW(holder.unlock("forced"));
+}
+
 TEST(Wait, ExpiredHolderIsNoticedWithoutAnyWake) {
   Options options = fresh_options();
   options.poll_interval = 60s;  // no poll help: only the TTL bound

@@ -81,12 +81,15 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 long database_pid() {
-  if (const char* pid = std::getenv("DLOCK_TEST_DB_PID"); pid != nullptr && *pid != '\0') return std::atol(pid);
+  // Asked afresh each time: a restart test changes it.
   FILE* f = popen(DLOCK_SOURCE_DIR "/scripts/db.sh pid 2>/dev/null", "r");
   if (f == nullptr) return 0;
   long pid = 0;
   if (std::fscanf(f, "%ld", &pid) != 1) pid = 0;
   pclose(f);
+  if (pid == 0) {
+    if (const char* env = std::getenv("DLOCK_TEST_DB_PID"); env != nullptr) pid = std::atol(env);
+  }
   return pid;
 }
 

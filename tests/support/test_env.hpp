@@ -31,8 +31,8 @@ std::string query_scalar(const std::string& sql);
 // passes. Returns whether it held.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
-// Process id of the private server (DLOCK_TEST_DB_PID or scripts/db.sh pid);
-// 0 if unknown.
+// Process id of the private server (scripts/db.sh pid, else
+// DLOCK_TEST_DB_PID); 0 if unknown.
 long database_pid();
 
 }  // namespace dlock::test
