@@ -1,45 +1,120 @@
 #!/usr/bin/env bash
 # dlock's main job: installs what is missing, builds, starts the private
-# MariaDB, and runs the demo: two worker processes contend for one lock and
-# append fenced lines to a shared log; the log is checked at the end (turns
-# never overlap, fences strictly increase). The database is stopped after.
+# MariaDB, and tells a short story in two acts. The database is stopped after.
+#
+#   Act 1 (shell): three workers on three "hosts" (separate processes, each a
+#   loop of `dlock run`) share one ledger file. Each turn appends its fence.
+#   One holder is killed with SIGKILL mid-turn, as if its machine died; the
+#   next worker takes over once the lease runs out, with a higher fence.
+#   `dlock status` shows the lock while this happens. At the end the ledger
+#   is checked: no two turns overlap, fences strictly increase.
+#
+#   Act 2 (C++): two processes of examples/contention_demo take turns with
+#   std::lock_guard<dlock::Lock> and a fenced write.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 "$root/scripts/install-deps.sh"
 build_dir="$(bash "$root/scripts/build.sh" | tail -n 1)"
+dlock="$build_dir/cli/dlock"
 started_db=0
 if ! "$root/scripts/db.sh" status; then
   "$root/scripts/db.sh" start
   started_db=1
 fi
-cleanup() { [ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true; }
+work="$root/.dlock/demo"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
+  [ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true
+}
 trap cleanup EXIT
 
-# A short poll, so a release in one process is noticed quickly by the other.
-url="$("$root/scripts/db.sh" url)?table=demo_lock&poll_interval_ms=100"
-work="$root/.dlock/demo"
+# A 3 s lease (renewed every second by the watchdog) keeps the story short.
+export DLOCK_URL="$("$root/scripts/db.sh" url)?table=demo_lock&watchdog_timeout_ms=3000&poll_interval_ms=200"
 rm -rf "$work" && mkdir -p "$work"
-log="$work/shared.log"
-: >"$log"
+ledger="$work/ledger.txt"
+: >"$ledger"
 
-echo
-echo "== Two processes, one lock: each takes 'demo:shared-log' with std::lock_guard"
-echo "   and appends 'fence worker round' to $log"
-"$build_dir/examples/contention_demo" "$url" alice 4 "$log" &
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "dlock init: create the lock table (idempotent)"
+"$dlock" init
+
+# One turn: runs under `dlock run`, so DLOCK_FENCE is set. The ledger is the
+# protected resource: it refuses a write whose fence is older than the last.
+cat >"$work/turn.sh" <<'EOF'
+#!/bin/sh
+ledger="$1"; who="$2"
+echo "$$" >"$(dirname "$ledger")/holder.pid"
+last=$(tail -n 1 "$ledger" | cut -d' ' -f1)
+if [ -n "$last" ] && [ "$DLOCK_FENCE" -lt "$last" ]; then
+  echo "   $who: ledger refused stale fence $DLOCK_FENCE"; exit 0
+fi
+echo "$DLOCK_FENCE $who start" >>"$ledger"
+echo "   $who: turn with fence $DLOCK_FENCE"
+sleep 1
+echo "$DLOCK_FENCE $who end" >>"$ledger"
+EOF
+chmod +x "$work/turn.sh"
+
+say "Three workers, one lock 'demo:ledger', two turns each"
+for who in alice bob carol; do
+  setsid sh -c "for i in 1 2; do '$dlock' run demo:ledger -- '$work/turn.sh' '$ledger' $who; sleep 0.3; done" &
+  pids+=($!)
+  disown $!  # no job notices from the shell when one is killed
+done
+
+# Wait for the third turn to begin, then kill its whole worker (dlock, the
+# turn script, the loop) with SIGKILL: no unlock, no goodbye.
+until [ "$(grep -c ' start$' "$ledger")" -ge 3 ]; do sleep 0.05; done
+sleep 0.3
+say "dlock status, mid-turn"
+"$dlock" status demo:ledger
+victim_fence=$(tail -n 1 "$ledger" | cut -d' ' -f1)
+victim=$(tail -n 1 "$ledger" | cut -d' ' -f2)
+victim_group=$(ps -o pgid= -p "$(cat "$work/holder.pid")" | tr -d ' ')
+say "kill -9 $victim's whole worker mid-turn (fence $victim_fence): no unlock will ever come"
+kill -KILL -- "-$victim_group"
+killed_at=$(date +%s%N)
+until [ "$(awk -v f="$victim_fence" '$1 > f && $3 == "start"' "$ledger" | wc -l)" -ge 1 ]; do sleep 0.05; done
+took_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
+next=$(awk -v f="$victim_fence" '$1 > f && $3 == "start" {print $2 " with fence " $1; exit}' "$ledger")
+say "$next took over $took_ms ms later, once the dead holder's 3 s lease ran out"
+"$dlock" status demo:ledger
+
+for p in "${pids[@]}"; do
+  while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+done
+pids=()
+
+say "The ledger"
+cat "$ledger"
+# Turns never overlap: each start is followed by its own end, except the
+# killed turn's, which is followed by the next holder's start. Fences
+# strictly increase from turn to turn.
+if awk -v killed="$victim_fence" '
+  $3 == "start" { if ((open != "" && open != killed) || $1 <= last) bad = 1; open = $1; last = $1; next }
+  $3 == "end"   { if ($1 != open) bad = 1; open = ""; next }
+  END { exit bad }' "$ledger"; then
+  say "OK: $(grep -c ' start$' "$ledger") turns, none overlapping, fences strictly increasing; the killed turn was taken over"
+else
+  say "FAILED: the ledger shows overlapping or out-of-order turns" >&2
+  exit 1
+fi
+
+say "Act 2, C++: two processes with std::lock_guard<dlock::Lock> and a fenced write"
+cpp_log="$work/cpp.log"
+: >"$cpp_log"
+"$build_dir/examples/contention_demo" "$DLOCK_URL" alice 3 "$cpp_log" &
 a=$!
-"$build_dir/examples/contention_demo" "$url" bob 4 "$log" &
+"$build_dir/examples/contention_demo" "$DLOCK_URL" bob 3 "$cpp_log" &
 b=$!
 wait "$a"
 wait "$b"
-
-echo
-echo "== The shared log"
-cat "$log"
-lines=$(wc -l <"$log")
-if [ "$lines" -eq 8 ] && sort -n -c "$log" 2>/dev/null && [ "$(cut -d' ' -f1 "$log" | sort -u | wc -l)" -eq 8 ]; then
-  echo "== OK: 8 turns, fences strictly increasing, no turn shared"
+if [ "$(wc -l <"$cpp_log")" -eq 6 ] && sort -n -c "$cpp_log" && [ "$(cut -d' ' -f1 "$cpp_log" | sort -u | wc -l)" -eq 6 ]; then
+  say "OK: 6 turns, fences strictly increasing"
 else
-  echo "== FAILED: the log shows overlapping or out-of-order turns" >&2
+  say "FAILED: the C++ log shows overlapping turns" >&2
   exit 1
 fi

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake make
-  libmysqlcppconn-dev libboost-dev libspdlog-dev
+  libmysqlcppconn-dev libboost-dev libspdlog-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   mariadb-server mariadb-client
 )

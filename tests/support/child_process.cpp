@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -15,13 +16,15 @@ extern char** environ;
 namespace dlock::test {
 
 std::string helper_path() { return DLOCK_TEST_HELPER; }
+std::string cli_path() { return DLOCK_CLI; }
 
-ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args) {
+ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   posix_spawn_file_actions_addclose(&actions, fds[1]);
   std::vector<char*> argv;
@@ -81,6 +84,24 @@ std::optional<std::string> ChildProcess::wait_for_line(const std::string& prefix
 
 void ChildProcess::kill(int signal) {
   if (!reaped_) ::kill(pid_, signal);
+}
+
+std::string ChildProcess::read_all_and_wait(std::chrono::milliseconds timeout, int& status) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string out;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto line = read_line(left);
+    if (!line) break;
+    out += *line + "\n";
+  }
+  out += buffer_;
+  buffer_.clear();
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  const auto s = wait(std::max(left, std::chrono::milliseconds(100)));
+  status = s ? *s : -1;
+  return out;
 }
 
 std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {

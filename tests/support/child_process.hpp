@@ -14,7 +14,8 @@ namespace dlock::test {
 
 class ChildProcess {
  public:
-  ChildProcess(const std::string& program, const std::vector<std::string>& args);
+  // `merge_stderr`: the child's stderr goes to the same pipe as its stdout.
+  ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr = false);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -28,6 +29,9 @@ class ChildProcess {
   void kill(int signal);
   // Waits for exit; returns the raw wait status, or nullopt on timeout.
   std::optional<int> wait(std::chrono::milliseconds timeout);
+  // Reads everything until EOF (or `timeout`), then waits for exit. Returns
+  // the output; `status` gets the raw wait status (-1 on timeout).
+  std::string read_all_and_wait(std::chrono::milliseconds timeout, int& status);
 
  private:
   pid_t pid_ = -1;
@@ -38,5 +42,7 @@ class ChildProcess {
 
 // Path of the dlock_test_helper binary built next to the tests.
 std::string helper_path();
+// Path of the dlock command.
+std::string cli_path();
 
 }  // namespace dlock::test

@@ -1,0 +1,29 @@
+// `dlock run`: hold a lock while a command runs, like flock(1).
+#pragma once
+
+#include <dlock/options.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlock::cli {
+
+struct RunArgs {
+  std::string name;
+  // nullopt: wait forever; zero: one attempt (--no-wait).
+  std::optional<Millis> wait;
+  // nullopt: watchdog mode.
+  std::optional<Millis> lease;
+  int conflict_exit_code = 1;
+  Millis kill_after{10'000};
+  // How often the hold is confirmed in the database while the command runs,
+  // so a force-unlock is noticed within this time.
+  Millis check_interval{1'000};
+  std::vector<std::string> command;
+};
+
+// Returns the process exit code (see exit_codes.hpp).
+int run_command(Options options, const RunArgs& args);
+
+}  // namespace dlock::cli

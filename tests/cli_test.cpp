@@ -1,0 +1,262 @@
+// The dlock command, run as real processes against the private MariaDB.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::ChildProcess;
+
+constexpr int kLockLost = 200;
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_ = test::fresh_options();
+    url_ = test::database_url() + "?table=" + options_.table + "&poll_interval_ms=100&watchdog_timeout_ms=1500";
+    dir_ = std::string(DLOCK_TEST_WORK_DIR) + "/" + options_.table;
+    std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str());
+  }
+  std::vector<std::string> args(std::vector<std::string> rest) const {
+    std::vector<std::string> a{"--url", url_};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+  }
+  // Runs `dlock ARGS` to completion: output (stdout + stderr) and exit code.
+  std::pair<std::string, int> run(const std::vector<std::string>& a, std::chrono::milliseconds timeout = 60s) {
+    ChildProcess p(test::cli_path(), a, true);
+    int status = 0;
+    std::string out = p.read_all_and_wait(timeout, status);
+    const int code = status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return {out, code};
+  }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+  Options options_;
+  std::string url_;
+  std::string dir_;
+};
+
+TEST_F(Cli, TwoRunsOnOneNameNeverOverlap) {
+  const std::string log = file("log");
+  const std::string script = "echo start >> '" + log + "'; sleep 0.4; echo end >> '" + log + "'";
+  ChildProcess a(test::cli_path(), args({"run", "job", "--", "sh", "-c", script}), true);
+  ChildProcess b(test::cli_path(), args({"run", "job", "--", "sh", "-c", script}), true);
+  int sa = 0, sb = 0;
+  a.read_all_and_wait(30s, sa);
+  b.read_all_and_wait(30s, sb);
+  EXPECT_EQ(sa, 0);
+  EXPECT_EQ(sb, 0);
+  EXPECT_EQ(slurp(log), "start\nend\nstart\nend\n");
+}
+
+TEST_F(Cli, NoWaitOnAHeldNameExitsWithTheConflictCodeWithoutRunning) {
+  DatabaseDistributedLock holder(options_);
+  holder.lock("busy");
+  const std::string marker = file("ran");
+  auto [out, code] = run(args({"run", "--no-wait", "busy", "--", "touch", marker}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_FALSE(exists(marker)) << "the command ran without the lock";
+  EXPECT_NE(out.find("held by another owner"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"run", "--no-wait", "--conflict-exit-code", "75", "busy", "--", "touch", marker}));
+  EXPECT_EQ(code, 75) << out;
+  EXPECT_FALSE(exists(marker));
+  holder.unlock("busy");
+}
+
+TEST_F(Cli, WaitGivesUpAfterAboutTheGivenTime) {
+  DatabaseDistributedLock holder(options_);
+  holder.lock("busy");
+  const auto start = Clock::now();
+  auto [out, code] = run(args({"run", "--wait", "1s", "busy", "--", "true"}));
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_GE(took, 1s);
+  EXPECT_LT(took, 6s);
+  holder.unlock("busy");
+}
+
+TEST_F(Cli, ChildStatusAndSignalDeathComeThrough) {
+  EXPECT_EQ(run(args({"run", "s", "--", "sh", "-c", "exit 7"})).second, 7);
+  EXPECT_EQ(run(args({"run", "s", "--", "true"})).second, 0);
+  EXPECT_EQ(run(args({"run", "s", "--", "sh", "-c", "kill -KILL $$"})).second, 128 + SIGKILL);
+  EXPECT_EQ(run(args({"run", "s", "--", "/nonexistent/command"})).second, 127);
+  // The lock is free after each.
+  DatabaseDistributedLock client(options_);
+  EXPECT_FALSE(client.is_locked("s"));
+}
+
+TEST_F(Cli, ChildSeesNameAndFenceAndTheFenceIsTheHolders) {
+  const std::string out_file = file("env");
+  auto [out, code] = run(args({"run", "envlock", "--", "sh", "-c",
+                               "echo \"$DLOCK_NAME $DLOCK_FENCE\" > '" + out_file + "'"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(slurp(out_file), "envlock 1\n");
+  std::tie(out, code) = run(args({"run", "envlock", "--", "sh", "-c", "echo \"$DLOCK_FENCE\" > '" + out_file + "'"}));
+  EXPECT_EQ(slurp(out_file), "2\n");
+}
+
+TEST_F(Cli, SigtermToDlockReachesTheChildAndReleasesTheLock) {
+  const std::string marker = file("got-term");
+  const std::string script = "trap 'echo term > \"" + marker + "\"; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+  ChildProcess p(test::cli_path(), args({"run", "sig", "--", "sh", "-c", script}), true);
+  ASSERT_TRUE(p.wait_for_line("ready", 20s).has_value());
+  p.kill(SIGTERM);
+  const auto status = p.wait(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_TRUE(exists(marker)) << "the child never saw SIGTERM";
+  DatabaseDistributedLock client(options_);
+  EXPECT_FALSE(client.is_locked("sig")) << "the lock was not released";
+}
+
+TEST_F(Cli, ForceUnlockFromAnotherShellTerminatesTheChildWithTheLostCode) {
+  ChildProcess p(test::cli_path(), args({"run", "--kill-after", "2s", "victim", "--", "sh", "-c",
+                                         "echo ready; exec sleep 60"}),
+                 true);
+  ASSERT_TRUE(p.wait_for_line("ready", 20s).has_value());
+  auto [out, code] = run(args({"force-unlock", "victim"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cleared victim"), std::string::npos) << out;
+  const auto start = Clock::now();
+  int status = 0;
+  const std::string said = p.read_all_and_wait(20s, status);
+  ASSERT_NE(status, -1) << "dlock run did not exit after losing the lock";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kLockLost) << said;
+  EXPECT_LT(Clock::now() - start, 10s);
+  EXPECT_NE(said.find("lost the lock"), std::string::npos) << said;
+}
+
+TEST_F(Cli, LeaseExpiryWhileTheChildRunsIsALoss) {
+  auto [out, code] = run(args({"run", "--lease", "700ms", "--kill-after", "1s", "short", "--", "sleep", "30"}), 20s);
+  EXPECT_EQ(code, kLockLost) << out;
+}
+
+TEST_F(Cli, StatusShowsHolderAndFenceAsJsonAndTable) {
+  DatabaseDistributedLock holder(options_);
+  holder.lock("seen");
+  holder.lock("seen");
+  const auto fence = holder.fencing_token("seen");
+  auto [out, code] = run(args({"status", "--json"}));
+  ASSERT_EQ(code, 0) << out;
+  const std::regex json_line(
+      "\\{\"name\":\"seen\",\"held\":true,\"machine_id\":\"([^\"]+)\",\"thread\":([0-9]+),\"count\":2,"
+      "\"fence\":([0-9]+),\"expires_in_ms\":([0-9]+),\"watchdog\":true\\}\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(out, m, json_line)) << out;
+  EXPECT_EQ(m[1].str(), holder.machine_id());
+  EXPECT_EQ(m[3].str(), std::to_string(fence));
+  EXPECT_LE(std::stoll(m[4].str()), 1500);
+
+  std::tie(out, code) = run(args({"status", "seen", "free-one"}));
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("NAME"), std::string::npos) << out;
+  EXPECT_NE(out.find(holder.machine_id()), std::string::npos) << out;
+  EXPECT_NE(out.find("free-one"), std::string::npos) << out;
+
+  std::tie(out, code) = run(args({"status", "--json", "free-one"}));
+  EXPECT_EQ(out, "{\"name\":\"free-one\",\"held\":false,\"machine_id\":null,\"thread\":null,\"count\":0,\"fence\":0,"
+                 "\"expires_in_ms\":null,\"watchdog\":false}\n");
+  holder.unlock("seen");
+  holder.unlock("seen");
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_NE(out.find("no lock is held"), std::string::npos) << out;
+}
+
+TEST_F(Cli, ForceUnlockOfAFreeNameFails) {
+  auto [out, code] = run(args({"force-unlock", "nobody"}));
+  EXPECT_EQ(code, 3) << "no table yet";
+  EXPECT_NE(out.find("dlock init"), std::string::npos) << out;
+  ASSERT_EQ(run(args({"init"})).second, 0);
+  std::tie(out, code) = run(args({"force-unlock", "nobody"}));
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("was not held"), std::string::npos) << out;
+}
+
+TEST_F(Cli, InitCreatesTheTableAndPrintsTheSchema) {
+  auto [out, code] = run(args({"init"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + options_.table + "`"), "0");
+  std::tie(out, code) = run({"init", "--print-sql"});
+  EXPECT_EQ(code, 0);
+  std::ifstream in(DLOCK_SOURCE_DIR "/sql/schema.sql");
+  std::stringstream schema;
+  schema << in.rdbuf();
+  EXPECT_NE(schema.str().find(out), std::string::npos) << "sql/schema.sql differs from `dlock init --print-sql`";
+}
+
+TEST_F(Cli, EveryBadArgumentExitsTwoBeforeTouchingTheDatabase) {
+  // Nothing listens on port 1: reaching the database would be exit 3.
+  const std::string dead = "mysql://u:p@127.0.0.1:1/d";
+  const std::vector<std::vector<std::string>> bad = {
+      {"--url", dead, "run", "--bogus", "n", "--", "true"},
+      {"--url", "http://nope", "run", "n", "--", "true"},
+      {"--url", "mysql://u:p@h:99999/d", "status"},
+      {"--url", dead, "run", "--wait", "5", "n", "--", "true"},
+      {"--url", dead, "run", "--wait", "5 minutes", "n", "--", "true"},
+      {"--url", dead, "run", "--lease", "0s", "n", "--", "true"},
+      {"--url", dead, "run", "--wait", "1s", "--no-wait", "n", "--", "true"},
+      {"--url", dead, "run", "", "--", "true"},
+      {"--url", dead, "run", std::string(256, 'n'), "--", "true"},
+      {"--url", dead, "run", "n"},
+      {"--url", dead, "run", "--conflict-exit-code", "300", "n", "--", "true"},
+      {"--url", dead, "status", std::string(256, 'n')},
+      {"--url", dead, "force-unlock"},
+      {"--url", dead, "--table", "bad-table", "status"},
+      {"--url", dead, "frobnicate"},
+      {"run", "n", "--", "true"},  // no URL at all
+      {},
+  };
+  for (const auto& a : bad) {
+    auto [out, code] = run(a, 20s);
+    std::string shown;
+    for (const auto& s : a) shown += "'" + s.substr(0, 20) + "' ";
+    EXPECT_EQ(code, 2) << shown << "\n" << out;
+    EXPECT_EQ(out.rfind("dlock: ", 0), 0u) << shown << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "not one line: " << out;
+  }
+}
+
+TEST_F(Cli, UnreachableDatabaseIsOneLineAndNonZero) {
+  auto [out, code] = run({"--url", "mysql://u:p@127.0.0.1:1/d?connect_timeout_ms=1000", "status"}, 30s);
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("database error"), std::string::npos) << out;
+}
+
+TEST_F(Cli, HelpExplainsEverything) {
+  auto [out, code] = run({"--help"});
+  EXPECT_EQ(code, 0);
+  for (const char* word : {"run", "status", "force-unlock", "init", "DLOCK_URL", "Exit codes"})
+    EXPECT_NE(out.find(word), std::string::npos) << word;
+  std::tie(out, code) = run({"run", "--help"});
+  EXPECT_EQ(code, 0);
+  for (const char* word : {"--wait", "--no-wait", "--lease", "--conflict-exit-code", "--kill-after", "DLOCK_FENCE"})
+    EXPECT_NE(out.find(word), std::string::npos) << word;
+}
+
+}  // namespace
+}  // namespace dlock
