@@ -6,6 +6,12 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
   if(DLOCK_WERROR)
     list(APPEND DLOCK_WARNING_FLAGS -Werror)
   endif()
+  # GCC 12 at -O3 reports -Wrestrict inside libstdc++'s own std::string
+  # (GCC bug 105329), not in our code.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12
+     AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+    list(APPEND DLOCK_WARNING_FLAGS -Wno-restrict)
+  endif()
 endif()
 
 # Applies the project's warnings to `target`. Third-party headers are

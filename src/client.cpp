@@ -124,7 +124,8 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
     const auto sent = Clock::now();
     if (reacquire_reconciled(name, owner, next, lease_us, watchdog)) {
       holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, 0, false);
-      logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner.thread, next);
+      if (logger_->should_log(spdlog::level::debug))
+        logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner.thread, next);
       return {true, std::nullopt};
     }
     note_lost(name, owner.thread, local->generation, "its lease ran out or it was force-unlocked");
@@ -133,36 +134,62 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
   // continues that count, so the outer unlock() still releases last.
   const unsigned next = (local ? local->count : 0) + 1;
   const auto sent = Clock::now();
-  AcquireResult result;
+  LockRow row;
   std::uint64_t fence = 0;
-  try {
-    result = with_connection(
-        [&](Connection& c) { return table_.acquire(c, name, owner, next, lease_us, watchdog); });
-  } catch (const OutcomeUnknown& e) {
-    const LockRow row = read_after_unknown(name, e);
-    if (row.held_by(owner)) {
-      result = AcquireResult::kTaken;
-      fence = row.fence;
-    } else {
-      // It did not apply (yet). Running it again is safe: a late first run
-      // finds this owner's row and only re-takes it with the same count.
-      result = with_connection(
-          [&](Connection& c) { return table_.acquire(c, name, owner, next, lease_us, watchdog); });
-    }
-  }
+  const AcquireResult result = acquire_fresh(name, owner, next, lease_us, watchdog, row, fence);
   if (result != AcquireResult::kRefused) {
-    if (result == AcquireResult::kInserted) fence = 1;
     holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, fence, true);
-    logger_->debug("dlock: {} acquired by {}/{} ({}, count {})", printable(name), machine_id_, owner.thread,
-                   watchdog ? "watchdog" : "fixed lease", next);
+    if (logger_->should_log(spdlog::level::debug))
+      logger_->debug("dlock: {} acquired by {}/{} ({}, count {})", printable(name), machine_id_, owner.thread,
+                     watchdog ? "watchdog" : "fixed lease", next);
     return {true, std::nullopt};
   }
   Attempt refused;
   if (want_ttl) {
-    const LockRow row = read_row(name);
+    if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
   }
   return refused;
+}
+
+AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+                                    bool watchdog, LockRow& row, std::uint64_t& fence) {
+  const bool known = known_rows_.contains(name);
+  const auto run = [&] {
+    return with_connection([&](Connection& c) {
+      if (known) return table_.take(c, name, owner, state, lease_us, watchdog) ? AcquireResult::kTaken
+                                                                               : AcquireResult::kRefused;
+      return table_.acquire(c, name, owner, state, lease_us, watchdog);
+    });
+  };
+  AcquireResult result;
+  try {
+    result = run();
+  } catch (const OutcomeUnknown& e) {
+    row = read_after_unknown(name, e);
+    if (row.held_by(owner)) {
+      fence = row.fence;
+      return AcquireResult::kTaken;
+    }
+    // It did not apply (yet). Running it again is safe: a late first run
+    // finds this owner's row and only re-takes it with the same count.
+    result = run();
+  }
+  if (!known) {
+    known_rows_.add(name);  // the upsert leaves a row either way
+    if (result == AcquireResult::kInserted) fence = 1;
+    return result;
+  }
+  if (result == AcquireResult::kRefused) {
+    // Refused, or the row is gone (deleted behind our back): look.
+    row = read_row(name);
+    if (!row.exists) {
+      known_rows_.forget(name);
+      row = LockRow{};
+      return acquire_fresh(name, owner, state, lease_us, watchdog, row, fence);
+    }
+  }
+  return result;
 }
 
 bool Client::reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
@@ -233,7 +260,8 @@ void Client::release(std::string_view name) {
     }
     return;
   }
-  logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner.thread, target);
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner.thread, target);
   if (target == 0) waiters_.wake_one(name);
 }
 

@@ -28,6 +28,7 @@
 #include "dlock/options.hpp"
 #include "hold_registry.hpp"
 #include "io_thread.hpp"
+#include "known_rows.hpp"
 #include "lock_table.hpp"
 #include "waiter_registry.hpp"
 
@@ -63,6 +64,13 @@ class Client {
   };
 
   Attempt attempt(std::string_view name, const Owner& owner, Millis lease, bool watchdog, bool want_ttl);
+  // Takes the row from free, expired or this owner's ghost, with count
+  // `state`: a conditional UPDATE when the row is known to exist, else the
+  // upsert. Reconciles a lost connection. `row` gets the row read after a
+  // refusal (exists == false if no read was needed), `fence` the token when
+  // the statement reveals it (0 otherwise).
+  AcquireResult acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+                              bool watchdog, LockRow& row, std::uint64_t& fence);
   bool reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
                             bool watchdog);
   // The caller's hold as the database sees it now, or nullopt if it holds
@@ -88,6 +96,7 @@ class Client {
   ConnectionPool pool_;
   HoldRegistry holds_;
   WaiterRegistry waiters_;
+  KnownRows known_rows_;
   IoThread io_;  // declared last: destroyed (stopped) first
 };
 

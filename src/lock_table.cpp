@@ -154,17 +154,18 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
                  " machine_id = IF(" + takeable + ", ?, machine_id),"
                  " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
                  " is_locked = IF(" + mine + ", 1, is_locked)";
+  take_sql_ = "UPDATE " + quoted_ +
+              " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, is_locked = 1,"
+              " expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+              " WHERE lock_name = ? AND " + takeable;
   const std::string live_hold =
       " WHERE lock_name = ? AND is_locked = 1 AND machine_id = ? AND thread_id = ? AND expire_time > NOW(6)";
   reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
                    live_hold;
-  release_sql_ = "UPDATE " + quoted_ +
-                 " SET state = ?, is_locked = IF(state = 0, 0, 1),"
-                 " watchdog = IF(state = 0, 0, watchdog),"
-                 " machine_id = IF(state = 0, NULL, machine_id),"
-                 " thread_id = IF(state = 0, NULL, thread_id),"
-                 " expire_time = IF(state = 0, NULL, expire_time)" +
-                 live_hold;
+  release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
+  free_row_sql_ = "UPDATE " + quoted_ +
+                  " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL" +
+                  live_hold;
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
   free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
   force_sql_ = "UPDATE " + quoted_ +
@@ -216,6 +217,15 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Own
   return AcquireResult::kRefused;
 }
 
+bool LockTable::take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+                     bool watchdog) const {
+  return run(c, "acquiring a lock", [&] {
+           auto& ps = c.prepared(take_sql_);
+           Binder(ps).u64(state).flag(watchdog).owner(owner).i64(lease_us).text(name).owner(owner);
+           return update(ps);
+         }) > 0;
+}
+
 bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
                           std::int64_t lease_us, bool watchdog) const {
   return run(c, "re-acquiring a held lock", [&] {
@@ -227,6 +237,11 @@ bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& own
 
 bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state) const {
   return run(c, "releasing a lock", [&] {
+           if (state == 0) {
+             auto& ps = c.prepared(free_row_sql_);
+             Binder(ps).text(name).owner(owner);
+             return update(ps);
+           }
            auto& ps = c.prepared(release_sql_);
            Binder(ps).u64(state).text(name).owner(owner);
            return update(ps);

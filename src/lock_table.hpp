@@ -71,6 +71,11 @@ class LockTable {
   // owner. Bumps the fence on every take. Sets state = `state`.
   AcquireResult acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
                         std::int64_t lease_us, bool watchdog) const;
+  // Fresh acquire of a row known to exist: one conditional UPDATE (cheaper
+  // than the upsert's insert-then-duplicate path). Same taking rule and
+  // effects as acquire(). False: refused, or the row does not exist.
+  bool take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+            bool watchdog) const;
   // Reentrant acquire: only while the owner's hold is live. Sets state =
   // `state`, restarts the lease, keeps the fence. False: the hold is gone.
   bool reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
@@ -104,7 +109,9 @@ class LockTable {
   std::string quoted_;
   std::string acquire_sql_;
   std::string reacquire_sql_;
+  std::string take_sql_;
   std::string release_sql_;
+  std::string free_row_sql_;
   std::string free_sql_;
   std::string read_sql_;
   std::string force_sql_;

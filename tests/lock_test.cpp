@@ -222,6 +222,25 @@ TEST(Lock, NamesAreComparedByteExactly) {
   a.unlock("under_score");
 }
 
+TEST(Lock, RowsDeletedBehindTheClientsBackAreRecreated) {
+  const Options options = fresh_options();
+  DatabaseDistributedLock client(options);
+  client.lock("gone");
+  const auto fence = client.fencing_token("gone");
+  client.unlock("gone");
+  // A DBA cleans the table up: the client's knowledge that the row exists
+  // is now wrong, and acquiring must still work (and not report a conflict).
+  test::execute_sql("DELETE FROM `" + options.table + "`");
+  EXPECT_TRUE(client.try_lock("gone"));
+  EXPECT_GE(client.fencing_token("gone"), 1u);
+  EXPECT_LE(client.fencing_token("gone"), fence) << "the fence restarted with the row (documented)";
+  client.unlock("gone");
+  test::execute_sql("DELETE FROM `" + options.table + "`");
+  client.lock("gone");  // blocking path
+  EXPECT_EQ(client.hold_count("gone"), 1);
+  client.unlock("gone");
+}
+
 TEST(Lock, DestructorReleasesItsHolds) {
   const Options options = fresh_options();
   DatabaseDistributedLock b(same_table(options));

@@ -18,11 +18,19 @@ namespace dlock::test {
 std::string helper_path() { return DLOCK_TEST_HELPER; }
 std::string cli_path() { return DLOCK_CLI; }
 
-ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr) {
+ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr,
+                           bool stdin_pipe) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  int in[2] = {-1, -1};
+  if (stdin_pipe && pipe(in) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  if (stdin_pipe) {
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_addclose(&actions, in[0]);
+    posix_spawn_file_actions_addclose(&actions, in[1]);
+  }
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
@@ -34,6 +42,10 @@ ChildProcess::ChildProcess(const std::string& program, const std::vector<std::st
   const int rc = posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
+  if (stdin_pipe) {
+    close(in[0]);
+    stdin_fd_ = in[1];
+  }
   if (rc != 0) {
     close(fds[0]);
     throw std::runtime_error("posix_spawn " + program + " failed: " + std::to_string(rc));
@@ -48,6 +60,16 @@ ChildProcess::~ChildProcess() {
     waitpid(pid_, &status, 0);
   }
   if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+}
+
+void ChildProcess::write(const std::string& text) {
+  std::size_t done = 0;
+  while (stdin_fd_ >= 0 && done < text.size()) {
+    const ssize_t n = ::write(stdin_fd_, text.data() + done, text.size() - done);
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 std::optional<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {

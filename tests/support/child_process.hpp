@@ -15,7 +15,10 @@ namespace dlock::test {
 class ChildProcess {
  public:
   // `merge_stderr`: the child's stderr goes to the same pipe as its stdout.
-  ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr = false);
+  // `stdin_pipe`: the child's stdin is a pipe fed by write(); otherwise it
+  // inherits this process's stdin.
+  ChildProcess(const std::string& program, const std::vector<std::string>& args, bool merge_stderr = false,
+               bool stdin_pipe = false);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -27,6 +30,8 @@ class ChildProcess {
   // timeout or EOF).
   std::optional<std::string> wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
   void kill(int signal);
+  // Writes to the child's stdin (needs `stdin_pipe`).
+  void write(const std::string& text);
   // Waits for exit; returns the raw wait status, or nullopt on timeout.
   std::optional<int> wait(std::chrono::milliseconds timeout);
   // Reads everything until EOF (or `timeout`), then waits for exit. Returns
@@ -36,6 +41,7 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
+  int stdin_fd_ = -1;
   std::string buffer_;
   bool reaped_ = false;
 };

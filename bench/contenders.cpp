@@ -1,0 +1,287 @@
+#include "contenders.hpp"
+
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "connection.hpp"
+#include "lock_table.hpp"
+#include "thread_identity.hpp"
+
+namespace dlock::bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<details::Connection> connect(const std::string& url) {
+  return details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
+}
+
+// ---------------------------------------------------------------- dlock
+
+class DlockSession : public Session {
+ public:
+  DlockSession(DatabaseDistributedLock& client, bool lease) : client_(client), lease_(lease) {}
+  void lock(const std::string& name) override {
+    if (lease_) {
+      client_.lock(name, std::chrono::seconds(30));
+    } else {
+      client_.lock(name);
+    }
+  }
+  void unlock(const std::string& name) override { client_.unlock(name); }
+
+ private:
+  DatabaseDistributedLock& client_;
+  bool lease_;
+};
+
+class DlockContender : public Contender {
+ public:
+  DlockContender(const std::string& url, bool lease) : lease_(lease) {
+    Options o = Options::from_url(url);
+    o.table = "bench_dlock";
+    o.pool_size = 32;
+    client_ = std::make_unique<DatabaseDistributedLock>(o);
+  }
+  std::string name() const override { return lease_ ? "dlock-lease" : "dlock-watchdog"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<DlockSession>(*client_, lease_); }
+
+ private:
+  bool lease_;
+  std::unique_ptr<DatabaseDistributedLock> client_;
+};
+
+// ---------------------------------------------------------------- floor
+
+class FloorSession : public Session {
+ public:
+  explicit FloorSession(const std::string& url) : c_(connect(url)), owner_(details::current_thread_id()) {}
+  void lock(const std::string& name) override {
+    auto& take = c_->prepared(
+        "UPDATE bench_floor SET is_locked = 1, machine_id = 'floor', thread_id = ?, state = 1,"
+        " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
+        " WHERE lock_name = ? AND (is_locked = 0 OR expire_time <= NOW(6))");
+    for (;;) {
+      take.setUInt64(1, owner_);
+      take.setString(2, name);
+      if (take.executeUpdate() == 1) return;
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  void unlock(const std::string& name) override {
+    auto& free = c_->prepared(
+        "UPDATE bench_floor SET is_locked = 0, machine_id = NULL, thread_id = NULL, state = 0, expire_time = NULL"
+        " WHERE lock_name = ? AND thread_id = ?");
+    free.setString(1, name);
+    free.setUInt64(2, owner_);
+    free.executeUpdate();
+  }
+
+ private:
+  std::unique_ptr<details::Connection> c_;
+  std::uint64_t owner_;
+};
+
+class FloorContender : public Contender {
+ public:
+  explicit FloorContender(std::string url) : url_(std::move(url)) {
+    auto c = connect(url_);
+    details::LockTable("bench_floor").create_table(*c);
+  }
+  std::string name() const override { return "floor"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<FloorSession>(url_); }
+  void prepare(const std::vector<std::string>& names) override {
+    auto c = connect(url_);
+    auto& ins = c->prepared("INSERT IGNORE INTO bench_floor (lock_name) VALUES (?)");
+    for (const auto& n : names) {
+      ins.setString(1, n);
+      ins.executeUpdate();
+    }
+  }
+
+ private:
+  std::string url_;
+};
+
+// ---------------------------------------------------------------- seed
+
+// The seed's local wait: one semaphore per name, released by a local unlock
+// and by a poller that runs once a second.
+struct SeedWaiters {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<std::string, int> permits;
+};
+
+std::string client_time_plus(std::chrono::seconds lease) {
+  // The seed computes expiry on the client (new Date(now + lease)).
+  const std::time_t t = std::time(nullptr) + lease.count();
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+class SeedSession : public Session {
+ public:
+  // The seed's owner is (machineId of the server instance, thread id): the
+  // process id stands in for the machine id.
+  SeedSession(const std::string& url, SeedWaiters& waiters)
+      : c_(connect(url)),
+        waiters_(waiters),
+        machine_("seed-" + std::to_string(getpid())),
+        thread_(std::to_string(details::current_thread_id())) {
+    c_->execute_plain("SET time_zone = '+00:00'");
+  }
+  void lock(const std::string& name) override {
+    for (;;) {
+      if (try_acquire(name)) return;
+      // Wait for a local release or the poll (1 s), as the seed does.
+      std::unique_lock<std::mutex> l(waiters_.m);
+      waiters_.cv.wait_for(l, 1s, [&] { return waiters_.permits[name] > 0; });
+      if (waiters_.permits[name] > 0) --waiters_.permits[name];
+    }
+  }
+  void unlock(const std::string& name) override {
+    auto& rel = c_->prepared(
+        "UPDATE bench_seed SET state = state - 1, expire_time = IF(state = 0, NULL, expire_time),"
+        " is_locked = IF(state = 0, 0, 1), machine_id = IF(state = 0, NULL, machine_id),"
+        " thread_id = IF(state = 0, NULL, thread_id)"
+        " WHERE is_deleted = 0 AND lock_name = ? AND machine_id = ? AND thread_id = ?"
+        " AND expire_time > NOW() AND is_locked = 1");
+    rel.setString(1, name);
+    rel.setString(2, machine_);
+    rel.setString(3, thread_);
+    rel.executeUpdate();
+    std::lock_guard<std::mutex> g(waiters_.m);
+    ++waiters_.permits[name];
+    waiters_.cv.notify_all();
+  }
+
+ private:
+  bool try_acquire(const std::string& name) {
+    auto& q = c_->prepared("SELECT id FROM bench_seed WHERE lock_name = ?");
+    q.setString(1, name);
+    bool exists = false;
+    {
+      std::unique_ptr<sql::ResultSet> rs(q.executeQuery());
+      exists = rs->next();
+    }
+    const std::string expire = client_time_plus(std::chrono::seconds(30));
+    if (!exists) {
+      auto& ins = c_->prepared(
+          "INSERT INTO bench_seed (lock_name, machine_id, expire_time, is_locked, state, thread_id)"
+          " VALUES (?, ?, ?, 1, 1, ?)");
+      ins.setString(1, name);
+      ins.setString(2, machine_);
+      ins.setDateTime(3, expire);
+      ins.setString(4, thread_);
+      try {
+        ins.executeUpdate();
+        return true;
+      } catch (const sql::SQLException&) {
+        return false;  // duplicate: someone else created it first
+      }
+    }
+    auto& up = c_->prepared(
+        "UPDATE bench_seed SET is_locked = 1, machine_id = ?, thread_id = ?,"
+        " state = IF(expire_time < NOW(), 1, state + 1), expire_time = ?"
+        " WHERE is_deleted = 0 AND lock_name = ?"
+        " AND (expire_time < NOW() OR is_locked = 0 OR (machine_id = ? AND thread_id = ?))");
+    up.setString(1, machine_);
+    up.setString(2, thread_);
+    up.setDateTime(3, expire);
+    up.setString(4, name);
+    up.setString(5, machine_);
+    up.setString(6, thread_);
+    if (up.executeUpdate() > 0) return true;
+    // The seed reads the holder's TTL after a failed attempt.
+    auto& ttl = c_->prepared("SELECT expire_time FROM bench_seed WHERE lock_name = ?");
+    ttl.setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ttl.executeQuery());
+    rs->next();
+    return false;
+  }
+
+  std::unique_ptr<details::Connection> c_;
+  SeedWaiters& waiters_;
+  std::string machine_;
+  std::string thread_;
+};
+
+class SeedContender : public Contender {
+ public:
+  explicit SeedContender(std::string url) : url_(std::move(url)) {
+    connect(url_)->execute_plain(
+        "CREATE TABLE IF NOT EXISTS bench_seed (id INT NOT NULL AUTO_INCREMENT, lock_name VARCHAR(255) NOT NULL,"
+        " machine_id VARCHAR(255) NULL, expire_time DATETIME NULL, is_locked TINYINT NOT NULL DEFAULT 0,"
+        " state INT NOT NULL DEFAULT 0, thread_id VARCHAR(255) NULL,"
+        " gmt_create DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,"
+        " gmt_modified DATETIME NULL ON UPDATE CURRENT_TIMESTAMP, is_deleted TINYINT NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (id), UNIQUE KEY idx_lock_name (lock_name)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4");
+  }
+  std::string name() const override { return "seed"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<SeedSession>(url_, waiters_); }
+
+ private:
+  std::string url_;
+  SeedWaiters waiters_;
+};
+
+// ---------------------------------------------------------------- GET_LOCK
+
+class GetLockSession : public Session {
+ public:
+  explicit GetLockSession(const std::string& url) : c_(connect(url)) {}
+  void lock(const std::string& name) override {
+    auto& ps = c_->prepared("SELECT GET_LOCK(?, 3600)");
+    ps.setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    rs->next();
+  }
+  void unlock(const std::string& name) override {
+    auto& ps = c_->prepared("SELECT RELEASE_LOCK(?)");
+    ps.setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    rs->next();
+  }
+
+ private:
+  std::unique_ptr<details::Connection> c_;
+};
+
+class GetLockContender : public Contender {
+ public:
+  explicit GetLockContender(std::string url) : url_(std::move(url)) {}
+  std::string name() const override { return "get_lock"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<GetLockSession>(url_); }
+
+ private:
+  std::string url_;
+};
+
+}  // namespace
+
+std::vector<std::string> contender_names() { return {"dlock-watchdog", "dlock-lease", "floor", "seed", "get_lock"}; }
+
+std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url) {
+  if (name == "dlock-watchdog") return std::make_unique<DlockContender>(url, false);
+  if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true);
+  if (name == "floor") return std::make_unique<FloorContender>(url);
+  if (name == "seed") return std::make_unique<SeedContender>(url);
+  if (name == "get_lock") return std::make_unique<GetLockContender>(url);
+  throw std::invalid_argument("unknown contender " + name);
+}
+
+}  // namespace dlock::bench

@@ -1,0 +1,49 @@
+// What the benchmark compares dlock with, each behind one interface.
+//
+//   dlock-watchdog  DatabaseDistributedLock::lock(name) / unlock(name)
+//   dlock-lease     the same with a fixed 30 s lease
+//   floor           the least SQL a durable lease lock can issue: one
+//                   conditional UPDATE to take a pre-created row, one to free it
+//   seed            a minimal, faithful re-implementation of the seed design
+//                   (../shared/seeds/001_*): SELECT the row, then INSERT or
+//                   UPDATE; release by UPDATE; local semaphore plus a 1 s poll
+//                   for remote waiters. It lives only here, as a baseline.
+//   get_lock        MySQL's GET_LOCK / RELEASE_LOCK: session-bound and not
+//                   durable; a reference, not a target
+//
+// A contender hands out sessions; a session is used by one thread. dlock's
+// sessions share one client (that is how dlock is used); the others own a
+// connection each, as a hand-rolled lock would.
+#pragma once
+
+#include <dlock/dlock.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlock::bench {
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual void lock(const std::string& name) = 0;
+  virtual void unlock(const std::string& name) = 0;
+};
+
+class Contender {
+ public:
+  virtual ~Contender() = default;
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<Session> session() = 0;
+  // Creates whatever rows the contender needs for `names` up front (the
+  // floor takes pre-created rows).
+  virtual void prepare(const std::vector<std::string>& names) { (void)names; }
+};
+
+// The contender called `name`, against the private server at `url`.
+std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
+// Every contender name, in report order.
+std::vector<std::string> contender_names();
+
+}  // namespace dlock::bench

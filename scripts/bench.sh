@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Benchmarks dlock next to the physical floor, the seed design and GET_LOCK,
+# side by side in one run against the private MariaDB (durable settings).
+#
+#   scripts/bench.sh [--quick]
+#
+# Writes bench/results/latest.md, latest.json, throughput.png and
+# handoff.png. The default mode takes under 10 minutes; --quick (under 2)
+# is CI's smoke check: it exits non-zero if a statement-count goal is missed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=()
+[ "${1:-}" = "--quick" ] && quick=(--quick)
+
+"$root/scripts/install-deps.sh"
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "bench.sh: installing gnuplot-nox for the charts"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null \
+    || { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null; }
+fi
+build_dir="$(bash "$root/scripts/build.sh" --release --build-dir "$root/build-release" | tail -n 1)"
+started_db=0
+if ! "$root/scripts/db.sh" status; then
+  "$root/scripts/db.sh" start
+  started_db=1
+fi
+trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true' EXIT
+
+out="$root/bench/results"
+mkdir -p "$out"
+"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" "${quick[@]}"
+if command -v gnuplot >/dev/null 2>&1; then
+  gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
+fi

@@ -1,0 +1,44 @@
+// Names whose rows this client has seen in the table.
+//
+// Rows are never deleted, so a fresh acquire of a known name can use a plain
+// conditional UPDATE instead of the upsert, which costs the server an insert
+// attempt and a duplicate-key lookup on every acquire. If someone deletes
+// rows anyway, the refused UPDATE's follow-up read finds no row, the name is
+// forgotten, and the upsert runs. Bounded: when full it starts over, and
+// names are relearned at the price of one upsert each.
+//
+// Thread safety: every member is safe to call concurrently.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+namespace dlock::details {
+
+class KnownRows {
+ public:
+  static constexpr std::size_t kCapacity = 1 << 16;
+
+  bool contains(std::string_view name) const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return names_.count(std::string(name)) != 0;
+  }
+  void add(std::string_view name) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (names_.size() >= kCapacity) names_.clear();
+    names_.emplace(name);
+  }
+  void forget(std::string_view name) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    names_.erase(std::string(name));
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<std::string> names_;
+};
+
+}  // namespace dlock::details
