@@ -1,7 +1,7 @@
 // dlock_bench: dlock next to the physical floor, the seed design and
 // GET_LOCK, measured side by side in one run against the private server.
 //
-//   dlock_bench --url URL [--quick] [--out DIR]
+//   dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]
 //
 // Statement counts come from the server (deltas of SHOW GLOBAL STATUS
 // 'Questions' on an otherwise idle server), so they are exact and repeatable;
@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <random>
@@ -209,8 +210,13 @@ struct Bench {
     // Round-robin, one cycle per contender at a time: the disk's fsync
     // latency drifts on shared machines, and this way every contender sees
     // the same drift.
+    // The starting contender rotates too, so that none always follows the
+    // same neighbour's commit.
+    const auto order = contender_names();
     for (int i = 0; i < rounds * cycles / 2; ++i) {
-      for (auto& [name, s] : sessions) {
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const auto& name = order[(i + k) % order.size()];
+        auto& s = sessions[name];
         const auto t0 = Clock::now();
         s->lock("uncontended");
         s->unlock("uncontended");
@@ -330,15 +336,17 @@ struct Bench {
 
   void throughput() {
     const auto duration = quick ? 400ms : 1000ms;
-    const int rounds = quick ? 1 : 5;
+    const int rounds = quick ? 1 : 7;
     report.section("3. Throughput on distinct names (lock+unlock cycles per second)",
                    "Each thread has its own name. Short rounds alternate between contenders and the median round is "
                    "shown: on a small machine the disk's group commit makes single rounds swing by tens of percent.");
     std::map<std::string, std::map<int, std::vector<double>>> rounds_of;
     const std::vector<int> thread_counts = {1, 4, 16};
     for (int r = 0; r < rounds; ++r) {
+      const auto order = contender_names();
       for (int threads : thread_counts) {
-        for (const auto& name : contender_names()) {
+        for (std::size_t k = 0; k < order.size(); ++k) {  // rotating start, as in scenario 1
+          const auto& name = order[(r + k) % order.size()];
           rounds_of[name][threads].push_back(
               throughput_run(*contenders[name], threads, duration, "tp" + std::to_string(threads) + "-"));
         }
@@ -377,7 +385,8 @@ struct Bench {
   }
 
   // 4. Handoff: unlock() returning in the holder to lock() returning in the waiter.
-  Summary handoff_in_process(Session& holder, Session& waiter, int samples, bool polled) {
+  Summary handoff_in_process(Session& holder, Session& waiter, int samples, bool polled,
+                             const std::string& name = "handoff") {
     std::mutex m;
     std::condition_variable cv;
     int phase = 0;  // 1: waiter may start, 2: waiter done
@@ -389,9 +398,9 @@ struct Bench {
           std::unique_lock<std::mutex> l(m);
           cv.wait(l, [&] { return phase == 1; });
         }
-        waiter.lock("handoff");
+        waiter.lock(name);
         const auto t1 = now_ns();
-        waiter.unlock("handoff");
+        waiter.unlock(name);
         std::lock_guard<std::mutex> g(m);
         acquired_ns = t1;
         phase = 2;
@@ -399,14 +408,14 @@ struct Bench {
       }
     });
     for (int i = 0; i < samples; ++i) {
-      holder.lock("handoff");
+      holder.lock(name);
       {
         std::lock_guard<std::mutex> g(m);
         phase = 1;
         cv.notify_all();
       }
       std::this_thread::sleep_for(park_time(polled));
-      holder.unlock("handoff");
+      holder.unlock(name);
       const auto t0 = now_ns();
       std::unique_lock<std::mutex> l(m);
       cv.wait(l, [&] { return phase == 2; });
@@ -417,16 +426,17 @@ struct Bench {
     return summarize(out);
   }
 
-  Summary handoff_cross_process(const std::string& contender, int samples, bool polled) {
+  Summary handoff_cross_process(const std::string& contender, int samples, bool polled,
+                                const std::string& name = "handoff-x") {
     auto holder = contenders[contender]->session();
-    test::ChildProcess child(self_path, {"--child-waiter", url, contender, "handoff-x"}, false, true);
+    test::ChildProcess child(self_path, {"--child-waiter", url, contender, name}, false, true);
     if (!child.wait_for_line("ready", 60s)) throw std::runtime_error("child waiter did not start");
     std::vector<double> out;
     for (int i = 0; i < samples; ++i) {
-      holder->lock("handoff-x");
+      holder->lock(name);
       child_write(child, "go\n");
       std::this_thread::sleep_for(park_time(polled));
-      holder->unlock("handoff-x");
+      holder->unlock(name);
       const auto t0 = now_ns();
       auto line = child.wait_for_line("t1 ", 60s);
       if (!line) throw std::runtime_error("child waiter stopped answering");
@@ -442,7 +452,7 @@ struct Bench {
   void handoff() {
     const int local = quick ? 40 : 200;
     const int remote = quick ? 6 : 200;
-    const int seed_remote = quick ? 3 : 40;
+    const int seed_remote = quick ? 3 : 150;
     report.section("4. Contended handoff (ms from unlock() returning to the waiter's lock() returning)",
                    "The holder keeps the lock 20 ms so the waiter is parked; where the waiter depends on a poll, plus "
                    "a random part of one poll interval, so releases fall at every phase of the poll. Without a wake channel (issue 6), a waiter in "
@@ -458,16 +468,29 @@ struct Bench {
       dat << "\"" << who << "\\n" << where << "\" " << fmt(s.median) << " " << fmt(s.p99) << "\n";
       return s;
     };
+    Summary seed_result;
     {
       auto& c = *contenders["dlock-watchdog"];
       auto h = c.session();
       auto w = c.session();
       const auto s = add("dlock-watchdog", "same client", handoff_in_process(*h, *w, local, false));
       report.goal({"same-client handoff median <= 1 ms", fmt(s.median) + " ms", s.median <= 1.0, false});
+      // The poll-bound cases take about a second per handoff; they use
+      // different names and clients, so they run at the same time.
       auto other = make_contender("dlock-watchdog", url);
       auto w2 = other->session();
-      add("dlock-watchdog", "other client, same process", handoff_in_process(*h, *w2, remote, true));
-      add("dlock-watchdog", "other process", handoff_cross_process("dlock-watchdog", remote, true));
+      auto other_client = std::async(std::launch::async, [&] {
+        return handoff_in_process(*h, *w2, remote, true, "handoff-oc");
+      });
+      auto other_process = std::async(std::launch::async, [&] {
+        return handoff_cross_process("dlock-watchdog", remote, true, "handoff-op");
+      });
+      auto seed_process = std::async(std::launch::async, [&] {
+        return handoff_cross_process("seed", seed_remote, true, "handoff-seed");
+      });
+      add("dlock-watchdog", "other client, same process", other_client.get());
+      add("dlock-watchdog", "other process", other_process.get());
+      seed_result = seed_process.get();
     }
     {
       auto& c = *contenders["get_lock"];
@@ -476,7 +499,7 @@ struct Bench {
       add("get_lock", "other connection", handoff_in_process(*h, *w, local, false));
       add("get_lock", "other process", handoff_cross_process("get_lock", local, false));
     }
-    add("seed", "other process", handoff_cross_process("seed", seed_remote, true));
+    add("seed", "other process", seed_result);
     report.table({"contender", "waiter", "handoffs", "median ms", "p99 ms"}, rows);
     report.json("handoff", json.substr(0, json.size() - 2) + "}");
   }
@@ -614,7 +637,7 @@ int main(int argc, char** argv) {
     if (!args.empty() && args[0] == "--child-waiter" && args.size() == 4) return child_waiter(args[1], args[2], args[3]);
     if (!args.empty() && args[0] == "--child-throughput" && args.size() == 6)
       return child_throughput(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]), args[5]);
-    std::string url, out_dir = "bench/results";
+    std::string url, out_dir = "bench/results", only;
     bool quick = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (args[i] == "--url" && i + 1 < args.size()) {
@@ -623,8 +646,11 @@ int main(int argc, char** argv) {
         out_dir = args[++i];
       } else if (args[i] == "--quick") {
         quick = true;
+      } else if (args[i] == "--only" && i + 1 < args.size()) {
+        only = args[++i];
       } else {
-        std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR]\n";
+        std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]\n"
+                     "scenarios: uncontended, reentrant, throughput, handoff, background, memory\n";
         return 2;
       }
     }
@@ -642,12 +668,15 @@ int main(int argc, char** argv) {
            << " on loopback, innodb_flush_log_at_trx_commit=" << durable << "; mode " << (quick ? "quick" : "full")
            << ".";
     std::cout << "# dlock benchmark\n\n" << header.str() << "\n";
-    bench.uncontended();
-    bench.reentrant();
-    bench.throughput();
-    bench.handoff();
-    bench.background();
-    bench.memory();
+    const auto selected = [&](const char* scenario) {
+      return only.empty() || ("," + only + ",").find(std::string(",") + scenario + ",") != std::string::npos;
+    };
+    if (selected("uncontended")) bench.uncontended();
+    if (selected("reentrant")) bench.reentrant();
+    if (selected("throughput")) bench.throughput();
+    if (selected("handoff")) bench.handoff();
+    if (selected("background")) bench.background();
+    if (selected("memory")) bench.memory();
 
     bool exact_missed = false;
     std::vector<std::vector<std::string>> rows;

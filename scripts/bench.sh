@@ -2,15 +2,14 @@
 # Benchmarks dlock next to the physical floor, the seed design and GET_LOCK,
 # side by side in one run against the private MariaDB (durable settings).
 #
-#   scripts/bench.sh [--quick]
+#   scripts/bench.sh [--quick] [--only SCENARIO,...] [--out DIR]
 #
 # Writes bench/results/latest.md, latest.json, throughput.png and
 # handoff.png. The default mode takes under 10 minutes; --quick (under 2)
 # is CI's smoke check: it exits non-zero if a statement-count goal is missed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=()
-[ "${1:-}" = "--quick" ] && quick=(--quick)
+# Arguments go to dlock_bench as they are (--quick, --only, --out).
 
 "$root/scripts/install-deps.sh"
 if ! command -v gnuplot >/dev/null 2>&1; then
@@ -28,8 +27,15 @@ fi
 trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true' EXIT
 
 out="$root/bench/results"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="$(realpath -m "$2")"; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
 mkdir -p "$out"
-"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" "${quick[@]}"
+"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" "${args[@]}"
 if command -v gnuplot >/dev/null 2>&1; then
   gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
 fi
