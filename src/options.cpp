@@ -9,6 +9,8 @@
 
 #include "dlock/options.hpp"
 
+#include "validation.hpp"
+
 namespace dlock {
 
 namespace {
@@ -160,6 +162,10 @@ Options Options::from_url(std::string_view url) {
     if (!seen.insert(key).second) bad_url("parameter \"" + key + "\" given twice");
     apply_parameter(options, key, value);
   }
+  // A URL that parses but describes options no client would accept (a table
+  // name with a dot, say) is refused here, where the caller still knows
+  // which URL it was, rather than later at construction.
+  details::validate_options(options);
   return options;
 }
 

@@ -87,6 +87,9 @@ TEST(FromUrl, RejectsMalformedInput) {
       "mysql://u:p@h/d?io_timeout_ms=1&io_timeout_ms=2",
       "mysql://u:p@h/d?create_table=maybe",
       "mysql://u:p@[::1/d",
+      "mysql://u:p@h/d?table=a.b",             // parses, but no client accepts it (found by fuzz_from_url)
+      "mysql://u:p@h/d?table=",                // empty table
+      "mysql://u:p@h/d?watchdog_timeout_ms=1",  // below the 3 ms minimum
   };
   for (const char* url : bad) {
     EXPECT_THROW(Options::from_url(url), std::invalid_argument) << url;
