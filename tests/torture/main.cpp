@@ -1,0 +1,567 @@
+// dlock_torture: orchestrator (workers + nemesis + checker) and worker.
+//
+//   dlock_torture --url URL --db-script scripts/db.sh --out DIR
+//                 [--quick] [--faults LIST] [--duration SECONDS]
+//                 [--workers K] [--threads T] [--names N]
+//   dlock_torture --worker URL MACHINE_ID HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US
+//
+// Fault kinds: kill-holder, pause-holder, pause-db, kill-db, kill-conns,
+// idle-timeout, pool. Exit status 0 only if the checker found no violation
+// and the control run (no fence guard, holders paused) lost updates.
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "connection.hpp"
+#include "dlock/options.hpp"
+#include "torture.hpp"
+
+namespace dlock::torture {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",   "kill-db",
+                                             "kill-conns",  "idle-timeout", "pool"};
+
+struct Config {
+  std::string url, db_script, out, self;
+  std::set<std::string> faults;
+  int workers = 4, threads = 2, names = 3;
+  int duration_s = 600;
+  int fault_every_s = 12;
+  bool quick = false;
+};
+
+struct FaultEvent {
+  std::string kind;
+  std::int64_t start_us = 0, end_us = 0;
+  std::string detail;
+};
+
+std::string shell(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// The orchestrator's own connection; reopened after a server fault.
+class Admin {
+ public:
+  explicit Admin(std::string url) : url_(std::move(url)) {}
+  details::Connection& db() {
+    if (!c_ || c_->broken()) c_ = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url_)));
+    return *c_;
+  }
+  void exec(const std::string& sql) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        db().execute_plain(sql);
+        return;
+      } catch (const std::exception&) {
+        if (c_) c_->mark_broken();
+        if (attempt >= 50) throw;
+        std::this_thread::sleep_for(200ms);
+      }
+    }
+  }
+  std::vector<std::vector<std::string>> rows(const std::string& sql, int columns) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        auto& ps = db().prepared(sql);
+        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+        std::vector<std::vector<std::string>> out;
+        while (rs->next()) {
+          std::vector<std::string> row;
+          for (int i = 1; i <= columns; ++i) row.push_back(rs->getString(static_cast<std::uint32_t>(i)));
+          out.push_back(std::move(row));
+        }
+        return out;
+      } catch (const std::exception&) {
+        if (c_) c_->mark_broken();
+        if (attempt >= 50) throw;
+        std::this_thread::sleep_for(200ms);
+      }
+    }
+  }
+
+ private:
+  std::string url_;
+  std::unique_ptr<details::Connection> c_;
+};
+
+struct WorkerSlot {
+  int index = 0;
+  int incarnation = 0;
+  std::unique_ptr<test::ChildProcess> process;
+  std::string machine_id;
+  bool killed_by_nemesis = false;
+};
+
+struct RunResult {
+  long ok = 0, refused = 0, claim_refused = 0, failed = 0, unknown = 0, acquisitions = 0;
+  long applied = 0, counter = 0;
+  std::map<std::string, long> faults;
+  std::map<std::string, double> worst_recovery_s;
+  std::vector<std::string> violations;
+  long lost_updates = 0;
+};
+
+class Run {
+ public:
+  Run(const Config& cfg, bool fenced, int seconds, std::set<std::string> faults, std::string tag)
+      : cfg_(cfg), fenced_(fenced), seconds_(seconds), faults_(std::move(faults)), tag_(std::move(tag)),
+        admin_(cfg.url) {}
+
+  RunResult execute() {
+    prepare_tables();
+    until_us_ = now_us() + static_cast<std::int64_t>(seconds_) * 1'000'000;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      for (int i = 0; i < cfg_.workers; ++i) {
+        slots_.push_back(std::make_unique<WorkerSlot>());
+        slots_.back()->index = i;
+        start(*slots_.back());
+      }
+    }
+    std::thread nemesis([this] { nemesis_loop(); });
+    supervise();
+    nemesis.join();
+    finish_workers();
+    RunResult result = check();
+    // Keep this run's audit trail for a post-mortem (the next run starts
+    // from empty tables).
+    admin_.exec("DROP TABLE IF EXISTS torture_audit_" + tag_);
+    admin_.exec("RENAME TABLE torture_audit TO torture_audit_" + tag_);
+    return result;
+  }
+
+ private:
+  std::string history_path(int index) const { return cfg_.out + "/" + tag_ + "-w" + std::to_string(index) + ".history"; }
+
+  void prepare_tables() {
+    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_resource, torture_audit");
+    admin_.exec("CREATE TABLE torture_resource (name VARBINARY(64) PRIMARY KEY, counter BIGINT NOT NULL DEFAULT 0,"
+                " last_fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB");
+    admin_.exec("CREATE TABLE torture_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARBINARY(64) NOT NULL,"
+                " fence BIGINT UNSIGNED NOT NULL, worker VARCHAR(64) NOT NULL, entry_time DATETIME(6) NOT NULL,"
+                " exit_time DATETIME(6) NOT NULL, applied TINYINT NOT NULL, op VARCHAR(128) NOT NULL) ENGINE=InnoDB");
+    for (int n = 0; n < cfg_.names; ++n)
+      admin_.exec("INSERT INTO torture_resource (name) VALUES ('r" + std::to_string(n) + "')");
+    for (int i = 0; i < cfg_.workers; ++i) std::remove(history_path(i).c_str());
+  }
+
+  void start(WorkerSlot& s) {
+    s.machine_id = "w" + std::to_string(s.index) + "-" + std::to_string(++s.incarnation);
+    s.killed_by_nemesis = false;
+    const int pool = faults_.count("pool") ? std::max(1, cfg_.threads - 1) : cfg_.threads + 1;
+    s.process = std::make_unique<test::ChildProcess>(
+        cfg_.self, std::vector<std::string>{"--worker", cfg_.url, s.machine_id, history_path(s.index),
+                                            cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
+                                            std::to_string(cfg_.threads), std::to_string(cfg_.names),
+                                            std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_)});
+  }
+
+  // Restarts workers the nemesis killed; anything else that ends early is
+  // a crash.
+  void supervise() {
+    while (now_us() < until_us_) {
+      {
+        std::lock_guard<std::mutex> g(m_);
+        for (auto& s : slots_) {
+          if (!s->process) continue;
+          const auto status = s->process->wait(0ms);
+          if (!status) continue;
+          if (s->killed_by_nemesis) {
+            start(*s);
+          } else if (now_us() < until_us_ - 1'000'000) {
+            violation("worker " + s->machine_id + " ended early (wait status " + std::to_string(*status) + ")");
+            s->process.reset();
+          }
+        }
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  void finish_workers() {
+    for (auto& s : slots_) {
+      if (!s->process) continue;
+      ::kill(s->process->pid(), SIGCONT);  // never leave one stopped
+      const auto line = s->process->wait_for_line("threads ", 30s);
+      const auto status = s->process->wait(10s);
+      if (!status) {
+        violation("worker " + s->machine_id + " hung past the end of the run");
+        s->process->kill(SIGKILL);
+        continue;
+      }
+      if (s->killed_by_nemesis) continue;
+      if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
+        violation("worker " + s->machine_id + " crashed (wait status " + std::to_string(*status) + ")");
+      else if (!line || *line != "threads 1")
+        violation("worker " + s->machine_id + " left threads behind: " + line.value_or("no report"));
+    }
+  }
+
+  void violation(const std::string& what) {
+    std::lock_guard<std::mutex> g(violations_m_);
+    violations_.push_back(what);
+  }
+
+  // ------------------------------------------------------------- nemesis
+
+  pid_t holder_pid(std::string* machine) {
+    const auto rows = admin_.rows(
+        "SELECT machine_id FROM torture_lock WHERE is_locked = 1 AND expire_time > NOW(6) ORDER BY RAND() LIMIT 1", 1);
+    if (rows.empty()) return 0;
+    std::lock_guard<std::mutex> g(m_);
+    for (auto& s : slots_) {
+      if (s->process && s->machine_id == rows[0][0]) {
+        *machine = s->machine_id;
+        return s->process->pid();
+      }
+    }
+    return 0;
+  }
+
+  void mark_killed(pid_t pid) {
+    std::lock_guard<std::mutex> g(m_);
+    for (auto& s : slots_)
+      if (s->process && s->process->pid() == pid) s->killed_by_nemesis = true;
+  }
+
+  void kill_client_connections() {
+    const auto ids = admin_.rows(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = SUBSTRING_INDEX(USER(), "
+        "'@', 1) AND DB = DATABASE()",
+        1);
+    for (const auto& id : ids) {
+      try {
+        admin_.db().execute_plain("KILL " + id[0]);
+      } catch (const std::exception&) {  // already gone
+      }
+    }
+  }
+
+  FaultEvent inject(const std::string& kind) {
+    FaultEvent e{kind, now_us(), 0, ""};
+    if (kind == "kill-holder" || kind == "pause-holder") {
+      std::string machine;
+      pid_t pid = 0;
+      for (int i = 0; i < 50 && pid == 0; ++i) {
+        pid = holder_pid(&machine);
+        if (pid == 0) std::this_thread::sleep_for(20ms);
+      }
+      if (pid == 0) return {kind, 0, 0, "no holder found"};
+      e.start_us = now_us();
+      e.detail = machine;
+      if (kind == "kill-holder") {
+        mark_killed(pid);
+        ::kill(pid, SIGKILL);
+      } else {
+        ::kill(pid, SIGSTOP);
+        std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
+        ::kill(pid, SIGCONT);
+      }
+    } else if (kind == "pause-db") {
+      const std::string pid = shell("'" + cfg_.db_script + "' pid");
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 500));
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGCONT);
+    } else if (kind == "kill-db") {
+      shell("'" + cfg_.db_script + "' kill >/dev/null 2>&1; '" + cfg_.db_script + "' start >/dev/null 2>&1");
+    } else if (kind == "kill-conns") {
+      kill_client_connections();  // the watchdogs' connections among them
+    } else if (kind == "idle-timeout") {
+      admin_.exec("SET GLOBAL wait_timeout = 2");
+      kill_client_connections();  // reconnects get the 2 s timeout
+      std::this_thread::sleep_for(6s);
+      admin_.exec("SET GLOBAL wait_timeout = 28800");
+    }
+    e.end_us = now_us();
+    return e;
+  }
+
+  void nemesis_loop() {
+    std::vector<std::string> kinds;
+    for (const auto& k : kAllFaults)
+      if (faults_.count(k) && k != "pool") kinds.push_back(k);
+    std::size_t next = 0;
+    std::int64_t at = now_us() + 4'000'000;
+    while (!kinds.empty()) {
+      while (now_us() < at) std::this_thread::sleep_for(50ms);
+      // Leave room for the fault and its recovery before the run ends.
+      if (now_us() + 12'000'000 > until_us_) break;
+      FaultEvent e = inject(kinds[next % kinds.size()]);
+      ++next;
+      if (e.start_us != 0) {
+        std::lock_guard<std::mutex> g(m_);
+        events_.push_back(e);
+      }
+      at = now_us() + static_cast<std::int64_t>(cfg_.fault_every_s) * 1'000'000 - (e.end_us - e.start_us);
+    }
+  }
+
+  // ------------------------------------------------------------- checker
+
+  RunResult check() {
+    RunResult r;
+    r.violations = violations_;
+    std::map<std::string, std::vector<std::int64_t>> acquired;  // name -> times
+    std::map<std::string, std::string> outcome;                 // op -> last word
+    for (int i = 0; i < cfg_.workers; ++i) {
+      std::ifstream in(history_path(i));
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string word, a, b;
+        ls >> word >> a >> b;
+        if (word == "acq") {
+          acquired[a].push_back(std::stoll(b));
+          ++r.acquisitions;
+        } else if (word == "begin") {
+          outcome.emplace(a, "begin");
+        } else {
+          outcome[a] = word;
+        }
+      }
+    }
+    for (const auto& [op, word] : outcome) {
+      if (word == "ok") ++r.ok;
+      else if (word == "refused") ++r.refused;
+      else if (word == "claimrefused") ++r.claim_refused;
+      else if (word == "failed") ++r.failed;
+      else ++r.unknown;  // "unknown", or begun and never finished (killed)
+    }
+    for (const auto& e : events_) ++r.faults[e.kind];
+    if (faults_.count("pool")) r.faults["pool"] = 1;
+
+    // Counter vs increments: the audit row commits with the write, so the
+    // applied rows are exactly the writes that took effect.
+    const auto counters = admin_.rows("SELECT name, counter FROM torture_resource", 2);
+    for (const auto& row : counters) {
+      const long counter = std::stol(row[1]);
+      const long applied = std::stol(
+          admin_.rows("SELECT COUNT(*) FROM torture_audit WHERE applied = 1 AND name = '" + row[0] + "'", 1)[0][0]);
+      r.counter += counter;
+      r.applied += applied;
+      if (counter != applied) {
+        r.lost_updates += applied - counter;
+        r.violations.push_back("lost updates on " + row[0] + ": " + std::to_string(applied) + " increments applied, counter " +
+                               std::to_string(counter));
+      }
+    }
+    if (r.applied < r.ok || r.applied > r.ok + r.unknown)
+      r.violations.push_back("acknowledged increments " + std::to_string(r.ok) + " (+" + std::to_string(r.unknown) +
+                             " unknown) do not explain " + std::to_string(r.applied) + " applied");
+
+    // Fences: unique per name; strictly increasing in commit order among
+    // applied writes; overlapping critical sections only when the later one
+    // has the higher fence and the earlier one's write was refused.
+    const auto audit = admin_.rows(
+        "SELECT name, fence, applied, UNIX_TIMESTAMP(entry_time) * 1000000, UNIX_TIMESTAMP(exit_time) * 1000000, op"
+        " FROM torture_audit ORDER BY id",
+        6);
+    struct Row {
+      std::uint64_t fence;
+      bool applied;
+      double entry, exit;
+      std::string op;
+    };
+    std::map<std::string, std::vector<Row>> by_name;
+    for (const auto& a : audit)
+      by_name[a[0]].push_back({std::stoull(a[1]), a[2] == "1", std::stod(a[3]), std::stod(a[4]), a[5]});
+    for (auto& [name, rows] : by_name) {
+      std::set<std::uint64_t> seen;
+      std::uint64_t last_applied = 0;
+      for (const auto& row : rows) {
+        if (!seen.insert(row.fence).second)
+          r.violations.push_back("fence " + std::to_string(row.fence) + " of " + name + " granted twice");
+        if (row.applied) {
+          if (row.fence <= last_applied)
+            r.violations.push_back("fence " + std::to_string(row.fence) + " of " + name + " committed after fence " +
+                                   std::to_string(last_applied));
+          last_applied = row.fence;
+        }
+      }
+      // Of two overlapping sections, the one granted first (lower fence)
+      // must have been refused: a stale holder may still be running, even
+      // enter late, but its write must not land.
+      std::sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.entry < y.entry; });
+      for (std::size_t j = 0; j < rows.size(); ++j) {
+        for (std::size_t i = 0; i < j; ++i) {
+          if (rows[i].exit <= rows[j].entry) continue;
+          const Row& older = rows[i].fence < rows[j].fence ? rows[i] : rows[j];
+          if (rows[i].fence == rows[j].fence || older.applied)
+            r.violations.push_back("critical sections overlap on " + name + ": " + rows[i].op + " (fence " +
+                                   std::to_string(rows[i].fence) + ") and " + rows[j].op + " (fence " +
+                                   std::to_string(rows[j].fence) + ")");
+        }
+      }
+    }
+
+    // Liveness: after each fault, every name is acquired again within
+    // lease + poll + margin.
+    const double bound_s = (kLeaseMs + kPollMs) / 1000.0 + 5.0;
+    for (auto& [name, times] : acquired) std::sort(times.begin(), times.end());
+    for (const auto& e : events_) {
+      double worst = 0;
+      for (int n = 0; n < cfg_.names; ++n) {
+        const auto& times = acquired["r" + std::to_string(n)];
+        const auto it = std::upper_bound(times.begin(), times.end(), e.end_us);
+        const double s = it == times.end() ? 1e9 : (*it - e.end_us) / 1e6;
+        worst = std::max(worst, s);
+      }
+      r.worst_recovery_s[e.kind] = std::max(r.worst_recovery_s[e.kind], worst);
+      if (worst > bound_s)
+        r.violations.push_back("after " + e.kind + " (" + e.detail + ") a lock name stayed unacquired for " +
+                               (worst > 1e8 ? std::string("the rest of the run") : std::to_string(worst) + " s") +
+                               " (bound " + std::to_string(bound_s) + " s)");
+    }
+    return r;
+  }
+
+  const Config& cfg_;
+  bool fenced_;
+  int seconds_;
+  std::set<std::string> faults_;
+  std::string tag_;
+  Admin admin_;
+  std::int64_t until_us_ = 0;
+  std::mutex m_;
+  std::vector<std::unique_ptr<WorkerSlot>> slots_;
+  std::vector<FaultEvent> events_;
+  std::mutex violations_m_;
+  std::vector<std::string> violations_;
+};
+
+void print_summary(const RunResult& r, const std::string& title) {
+  std::cout << "\n## " << title << "\n\n| measure | value |\n|---|---|\n";
+  std::cout << "| lock acquisitions | " << r.acquisitions << " |\n";
+  std::cout << "| increments ok (applied, acknowledged) | " << r.ok << " |\n";
+  std::cout << "| writes refused by the fence | " << r.refused + r.claim_refused << " |\n";
+  std::cout << "| operations failed (known not applied) | " << r.failed << " |\n";
+  std::cout << "| operations unknown (connection died or worker killed) | " << r.unknown << " |\n";
+  std::cout << "| increments applied / counter | " << r.applied << " / " << r.counter << " |\n";
+  for (const auto& [kind, n] : r.faults) {
+    std::cout << "| faults: " << kind << " | " << n;
+    const auto it = r.worst_recovery_s.find(kind);
+    if (it != r.worst_recovery_s.end()) std::printf(" (worst recovery %.2f s)", it->second);
+    std::cout << " |\n";
+  }
+  std::cout << "| violations | " << r.violations.size() << " |\n";
+  for (const auto& v : r.violations) std::cout << "  - " << v << "\n";
+  std::cout << std::flush;
+}
+
+int orchestrate(Config cfg) {
+  std::filesystem::create_directories(cfg.out);
+  std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads, " << cfg.names
+            << " lock names, " << cfg.duration_s << " s, faults:";
+  for (const auto& f : cfg.faults) std::cout << " " << f;
+  std::cout << std::endl;
+  Run main_run(cfg, true, cfg.duration_s, cfg.faults, "main");
+  const RunResult main_result = main_run.execute();
+  print_summary(main_result, "fenced run");
+
+  // Control: the same workload without the fence guard, holders paused past
+  // their lease. It must lose updates, or the checker is not checking.
+  Config control_cfg = cfg;
+  control_cfg.fault_every_s = 6;
+  Run control(control_cfg, false, cfg.quick ? 30 : 60, {"pause-holder"}, "control");
+  const RunResult control_result = control.execute();
+  std::cout << "\n## control run (no fence guard, holders paused)\n\nlost updates: " << control_result.lost_updates
+            << (control_result.lost_updates > 0 ? " (caught, as it must be)" : " (NONE: the checker is not checking)")
+            << "\n";
+  bool ok = main_result.violations.empty() && control_result.lost_updates > 0;
+  std::cout << "\nresult: " << (ok ? "PASS" : "FAIL") << std::endl;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace dlock::torture
+
+int main(int argc, char** argv) {
+  using namespace dlock::torture;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 10 && args[0] == "--worker") {
+      WorkerArgs w;
+      w.url = args[1];
+      w.machine_id = args[2];
+      w.history_path = args[3];
+      w.log_path = args[4];
+      w.threads = std::stoi(args[5]);
+      w.names = std::stoi(args[6]);
+      w.pool_size = std::stoi(args[7]);
+      w.fenced = args[8] == "1";
+      w.until_us = std::stoll(args[9]);
+      return run_worker(w);
+    }
+    Config cfg;
+    cfg.self = argv[0];
+    cfg.faults.insert(kAllFaults.begin(), kAllFaults.end());
+    bool duration_given = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const auto value = [&]() -> std::string {
+        if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + " needs a value");
+        return args[++i];
+      };
+      if (args[i] == "--url") cfg.url = value();
+      else if (args[i] == "--db-script") cfg.db_script = value();
+      else if (args[i] == "--out") cfg.out = value();
+      else if (args[i] == "--quick") cfg.quick = true;
+      else if (args[i] == "--duration") { cfg.duration_s = std::stoi(value()); duration_given = true; }
+      else if (args[i] == "--workers") cfg.workers = std::stoi(value());
+      else if (args[i] == "--threads") cfg.threads = std::stoi(value());
+      else if (args[i] == "--names") cfg.names = std::stoi(value());
+      else if (args[i] == "--faults") {
+        cfg.faults.clear();
+        std::stringstream list(value());
+        std::string f;
+        while (std::getline(list, f, ',')) {
+          if (std::find(kAllFaults.begin(), kAllFaults.end(), f) == kAllFaults.end())
+            throw std::invalid_argument("unknown fault kind '" + f + "'");
+          cfg.faults.insert(f);
+        }
+      } else {
+        throw std::invalid_argument("unknown argument '" + args[i] + "'");
+      }
+    }
+    if (cfg.url.empty() || cfg.db_script.empty() || cfg.out.empty())
+      throw std::invalid_argument("--url, --db-script and --out are required");
+    if (cfg.quick && !duration_given) cfg.duration_s = 90;
+    if (cfg.workers < 1 || cfg.threads < 1 || cfg.names < 1 || cfg.duration_s < 15)
+      throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");
+    return orchestrate(cfg);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "dlock_torture: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dlock_torture: " << e.what() << "\n";
+    return 1;
+  }
+}
