@@ -221,8 +221,8 @@ class Run {
       if (s->killed_by_nemesis) continue;
       if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
         violation("worker " + s->machine_id + " crashed (wait status " + std::to_string(*status) + ")");
-      else if (!line || *line != "threads 1")
-        violation("worker " + s->machine_id + " left threads behind: " + line.value_or("no report"));
+      else if (!line || *line != "threads left 0")
+        violation("worker " + s->machine_id + " did not end cleanly: " + line.value_or("no thread report"));
     }
   }
 
