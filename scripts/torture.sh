@@ -9,7 +9,7 @@
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,
 # pause-db, kill-db, kill-conns, idle-timeout, pool. --quick runs 90 s plus
-# a 30 s control run (under 3 minutes); the default runs 600 s.
+# a 40 s control run (under 3 minutes); the default runs 600 s.
 # Exits non-zero on any violation, or if the control run (no fence guard)
 # fails to lose updates. Histories and worker logs land in build/torture/.
 set -euo pipefail

@@ -490,8 +490,8 @@ int orchestrate(Config cfg) {
   // Control: the same workload without the fence guard, holders paused past
   // their lease. It must lose updates, or the checker is not checking.
   Config control_cfg = cfg;
-  control_cfg.fault_every_s = 6;
-  Run control(control_cfg, false, cfg.quick ? 30 : 60, {"pause-holder"}, "control");
+  control_cfg.fault_every_s = 4;  // many pauses: each catches a holder mid-write only by chance
+  Run control(control_cfg, false, cfg.quick ? 40 : 60, {"pause-holder"}, "control");
   const RunResult control_result = control.execute();
   std::cout << "\n## control run (no fence guard, holders paused)\n\nlost updates: " << control_result.lost_updates
             << (control_result.lost_updates > 0 ? " (caught, as it must be)" : " (NONE: the checker is not checking)")

@@ -52,6 +52,19 @@ int thread_count() {
   return n;
 }
 
+// A joined thread leaves /proc/self/task a moment after join() returns:
+// waits (up to 2 s) for the count to reach `target`, or to stop changing.
+int settled_thread_count(int target) {
+  int last = thread_count();
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int now = thread_count();
+    if ((target > 0 && now <= target) || (target == 0 && now == last && i >= 5)) return now;
+    last = now;
+  }
+  return last;
+}
+
 struct Worker {
   WorkerArgs args;
   History history;
@@ -159,7 +172,7 @@ int run_worker(const WorkerArgs& args) {
   // thread of its own at the first pthread_create; a throwaway thread makes
   // it start now, so the baseline includes it.
   std::thread([] {}).join();
-  const int baseline = thread_count();
+  const int baseline = settled_thread_count(0);
   {
     Options options = Options::from_url(args.url);
     options.table = "torture_lock";
@@ -185,7 +198,7 @@ int run_worker(const WorkerArgs& args) {
     for (auto& t : threads) t.join();
   }
   // The client is gone: every thread it started must be gone too.
-  std::cout << "threads left " << thread_count() - baseline << std::endl;
+  std::cout << "threads left " << settled_thread_count(baseline) - baseline << std::endl;
   return 0;
 }
 
