@@ -11,7 +11,8 @@
 # pause-db, kill-db, kill-conns, idle-timeout, pool. --quick runs 90 s plus
 # a 40 s control run (under 3 minutes); the default runs 600 s.
 # Exits non-zero on any violation, or if the control run (no fence guard)
-# fails to lose updates. Histories and worker logs land in build/torture/.
+# fails to lose updates. Histories and worker logs land in BUILD/torture/;
+# DLOCK_BUILD_DIR=DIR skips the install-and-build step and uses DIR.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${DLOCK_BUILD_DIR:-}"

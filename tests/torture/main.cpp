@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,9 +76,31 @@ class Admin {
     return *c_;
   }
   void exec(const std::string& sql) {
+    retrying([&] { db().execute_plain(sql); });
+  }
+  std::vector<std::vector<std::string>> rows(const std::string& sql, int columns) {
+    std::vector<std::vector<std::string>> out;
+    retrying([&] {
+      out.clear();
+      auto& ps = db().prepared(sql);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) {
+        std::vector<std::string> row;
+        for (int i = 1; i <= columns; ++i) row.push_back(rs->getString(static_cast<std::uint32_t>(i)));
+        out.push_back(std::move(row));
+      }
+    });
+    return out;
+  }
+
+ private:
+  // The orchestrator's statements outlive server faults it injected itself
+  // (a restart takes a few seconds): retry on a fresh connection for 10 s.
+  template <typename Fn>
+  void retrying(Fn&& fn) {
     for (int attempt = 0;; ++attempt) {
       try {
-        db().execute_plain(sql);
+        fn();
         return;
       } catch (const std::exception&) {
         if (c_) c_->mark_broken();
@@ -88,27 +109,7 @@ class Admin {
       }
     }
   }
-  std::vector<std::vector<std::string>> rows(const std::string& sql, int columns) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        auto& ps = db().prepared(sql);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        std::vector<std::vector<std::string>> out;
-        while (rs->next()) {
-          std::vector<std::string> row;
-          for (int i = 1; i <= columns; ++i) row.push_back(rs->getString(static_cast<std::uint32_t>(i)));
-          out.push_back(std::move(row));
-        }
-        return out;
-      } catch (const std::exception&) {
-        if (c_) c_->mark_broken();
-        if (attempt >= 50) throw;
-        std::this_thread::sleep_for(200ms);
-      }
-    }
-  }
 
- private:
   std::string url_;
   std::unique_ptr<details::Connection> c_;
 };
@@ -361,11 +362,13 @@ class Run {
 
     // Counter vs increments: the audit row commits with the write, so the
     // applied rows are exactly the writes that took effect.
-    const auto counters = admin_.rows("SELECT name, counter FROM torture_resource", 2);
+    const auto counters = admin_.rows(
+        "SELECT r.name, r.counter, (SELECT COUNT(*) FROM torture_audit a WHERE a.applied = 1 AND a.name = r.name)"
+        " FROM torture_resource r",
+        3);
     for (const auto& row : counters) {
       const long counter = std::stol(row[1]);
-      const long applied = std::stol(
-          admin_.rows("SELECT COUNT(*) FROM torture_audit WHERE applied = 1 AND name = '" + row[0] + "'", 1)[0][0]);
+      const long applied = std::stol(row[2]);
       r.counter += counter;
       r.applied += applied;
       if (counter != applied) {
