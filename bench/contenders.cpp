@@ -3,16 +3,20 @@
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+#include <mysql_connection.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
 
 #include "connection.hpp"
+#include "doorbell.hpp"
 #include "lock_table.hpp"
 #include "thread_identity.hpp"
 
@@ -47,18 +51,94 @@ class DlockSession : public Session {
 
 class DlockContender : public Contender {
  public:
-  DlockContender(const std::string& url, bool lease) : lease_(lease) {
+  // `name` is the contender's report name; `tune` adjusts the options (the
+  // wake-design variants).
+  DlockContender(const std::string& url, bool lease, std::string name,
+                 const std::function<void(Options&)>& tune = nullptr)
+      : lease_(lease), name_(std::move(name)) {
     Options o = Options::from_url(url);
     o.table = "bench_dlock";
     o.pool_size = 32;
+    if (tune) tune(o);
     client_ = std::make_unique<DatabaseDistributedLock>(o);
   }
-  std::string name() const override { return lease_ ? "dlock-lease" : "dlock-watchdog"; }
+  std::string name() const override { return name_; }
   std::unique_ptr<Session> session() override { return std::make_unique<DlockSession>(*client_, lease_); }
+  DatabaseDistributedLock& client() { return *client_; }
 
  private:
   bool lease_;
+  std::string name_;
   std::unique_ptr<DatabaseDistributedLock> client_;
+};
+
+// ---------------------------------------------------------------- KILL QUERY wake
+//
+// The other wake design measured for issue 6, built here as a prototype on
+// top of dlock with fast_wakeup off. A waiter that is refused parks a
+// dedicated connection in SELECT SLEEP(1) tagged with the lock's doorbell
+// name; a releaser, after freeing the row, looks the tagged sessions up in
+// PROCESSLIST and KILL QUERYs them. The releaser cannot know whether anybody
+// waits without that look-up, so it is paid on every unlock. SLEEP(1) is the
+// safety net (as the poll is): a release that lands between a refused attempt
+// and the SLEEP reaching the server is missed for up to a second.
+class KillWakeSession : public Session {
+ public:
+  KillWakeSession(DatabaseDistributedLock& client, const std::string& url)
+      : client_(client), sleeper_(connect(url)), control_(connect(url)) {}
+  void lock(const std::string& name) override {
+    const std::string tag = wake_tag(name);
+    while (!client_.try_lock(name)) {
+      // A plain statement, so PROCESSLIST shows the tag (a prepared one shows
+      // its '?'); the tag is hex, safe to inline.
+      std::unique_ptr<sql::Statement> st(sleeper_->raw_for_session_change().createStatement());
+      try {
+        std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT SLEEP(1), '" + tag + "'"));
+        while (rs->next()) {
+        }
+      } catch (const sql::SQLException& e) {
+        if (e.getErrorCode() != details::mysql_error::kQueryInterrupted) throw;  // the wake
+      }
+    }
+  }
+  void unlock(const std::string& name) override {
+    client_.unlock(name);
+    auto& find = control_->prepared(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'User sleep' AND INFO LIKE ?");
+    find.setString(1, "SELECT SLEEP(1), '" + wake_tag(name) + "'");
+    std::vector<std::uint64_t> ids;
+    {
+      std::unique_ptr<sql::ResultSet> rs(find.executeQuery());
+      while (rs->next()) ids.push_back(rs->getUInt64(1));
+    }
+    for (auto id : ids) {
+      try {
+        control_->execute_plain("KILL QUERY " + std::to_string(id));
+      } catch (const sql::SQLException&) {
+        // It woke on its own meanwhile.
+      }
+    }
+  }
+
+ private:
+  static std::string wake_tag(const std::string& name) {
+    return "wake-" + details::doorbell_name("bench", "bench_dlock", name).substr(6);
+  }
+  DatabaseDistributedLock& client_;
+  std::unique_ptr<details::Connection> sleeper_;
+  std::unique_ptr<details::Connection> control_;
+};
+
+class KillWakeContender : public Contender {
+ public:
+  explicit KillWakeContender(const std::string& url)
+      : url_(url), dlock_(url, false, "kill-wake", [](Options& o) { o.fast_wakeup = false; }) {}
+  std::string name() const override { return "kill-wake"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<KillWakeSession>(dlock_.client(), url_); }
+
+ private:
+  std::string url_;
+  DlockContender dlock_;
 };
 
 // ---------------------------------------------------------------- floor
@@ -273,11 +353,23 @@ class GetLockContender : public Contender {
 
 }  // namespace
 
-std::vector<std::string> contender_names() { return {"dlock-watchdog", "dlock-lease", "floor", "seed", "get_lock"}; }
+std::vector<std::string> contender_names() {
+  return {"dlock-watchdog", "dlock-lease", "dlock-no-wakeup", "floor", "seed", "get_lock"};
+}
 
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url) {
-  if (name == "dlock-watchdog") return std::make_unique<DlockContender>(url, false);
-  if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true);
+  if (name == "dlock-watchdog") return std::make_unique<DlockContender>(url, false, name);
+  if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true, name);
+  // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
+  // what the doorbell costs when nobody waits.
+  if (name == "dlock-no-wakeup")
+    return std::make_unique<DlockContender>(url, false, name, [](Options& o) { o.fast_wakeup = false; });
+  if (name == "poll-10ms")
+    return std::make_unique<DlockContender>(url, false, name, [](Options& o) {
+      o.fast_wakeup = false;
+      o.poll_interval = std::chrono::milliseconds(10);
+    });
+  if (name == "kill-wake") return std::make_unique<KillWakeContender>(url);
   if (name == "floor") return std::make_unique<FloorContender>(url);
   if (name == "seed") return std::make_unique<SeedContender>(url);
   if (name == "get_lock") return std::make_unique<GetLockContender>(url);

@@ -11,6 +11,16 @@
 //   get_lock        MySQL's GET_LOCK / RELEASE_LOCK: session-bound and not
 //                   durable; a reference, not a target
 //
+//   dlock-no-wakeup dlock-watchdog with fast_wakeup off: no doorbell, the
+//                   1 s poll alone; shows what the doorbell costs
+//
+// Wake designs for a waiter in another client (issue 6), compared in the
+// wakeup scenario; dlock-watchdog is the doorbell design (the default), and
+// dlock-no-wakeup the design before it:
+//   poll-10ms       dlock with fast_wakeup off and a 10 ms poll
+//   kill-wake       waiters sleep on a tagged connection; the releaser finds
+//                   them in PROCESSLIST and KILL QUERYs them (a prototype)
+//
 // A contender hands out sessions; a session is used by one thread. dlock's
 // sessions share one client (that is how dlock is used); the others own a
 // connection each, as a hand-rolled lock would.
@@ -43,7 +53,7 @@ class Contender {
 
 // The contender called `name`, against the private server at `url`.
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
-// Every contender name, in report order.
+// Every contender name, in report order (not poll-10ms and kill-wake).
 std::vector<std::string> contender_names();
 
 }  // namespace dlock::bench

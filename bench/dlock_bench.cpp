@@ -48,9 +48,9 @@ using namespace std::chrono_literals;
 // least 20 ms so the waiter is parked, plus a random part spread over one
 // poll interval, so releases land at every phase of the waiter's poll (a
 // fixed hold would lock onto the poll's phase and always wait ~1 s).
-std::chrono::microseconds park_time(bool spread_over_poll) {
+std::chrono::microseconds park_time(bool spread_over_poll, std::chrono::microseconds poll = 1s) {
   thread_local std::minstd_rand random(std::random_device{}());
-  return 20ms + (spread_over_poll ? std::chrono::microseconds(random() % 1'000'000) : 0us);
+  return 20ms + (spread_over_poll ? std::chrono::microseconds(random() % static_cast<unsigned>(poll.count())) : 0us);
 }
 
 std::string self_path;
@@ -179,6 +179,28 @@ struct Bench {
     for (const auto& n : contender_names()) contenders[n] = make_contender(n, url);
   }
 
+  // Server-counted statements per uncontended lock+unlock of `name`, after a
+  // warm-up (statements prepared, row created). Two runs, the smaller count:
+  // a watchdog tick that happens to land in one run is background work, not
+  // part of the cycle.
+  double statements_per_cycle(Session& session, const std::string& name, int cycles) {
+    for (int i = 0; i < 20; ++i) {
+      session.lock(name);
+      session.unlock(name);
+    }
+    std::int64_t best = -1;
+    for (int run = 0; run < 2; ++run) {
+      stats.reset();
+      for (int i = 0; i < cycles; ++i) {
+        session.lock(name);
+        session.unlock(name);
+      }
+      const auto counted = stats.statements_since_last();
+      if (best < 0 || counted < best) best = counted;
+    }
+    return static_cast<double>(best) / cycles;
+  }
+
   // 1. Uncontended lock+unlock: statements (server-counted) and latency.
   void uncontended() {
     const int cycles = quick ? 100 : 400;
@@ -189,23 +211,7 @@ struct Bench {
     for (auto& [name, c] : contenders) {
       c->prepare({"uncontended"});
       sessions[name] = c->session();
-      for (int i = 0; i < 20; ++i) {  // warm up: prepare statements, create rows
-        sessions[name]->lock("uncontended");
-        sessions[name]->unlock("uncontended");
-      }
-      // Two runs, the smaller count: a watchdog tick that happens to land
-      // in one run is background work, not part of the cycle.
-      std::int64_t best = -1;
-      for (int run = 0; run < 2; ++run) {
-        stats.reset();
-        for (int i = 0; i < cycles; ++i) {
-          sessions[name]->lock("uncontended");
-          sessions[name]->unlock("uncontended");
-        }
-        const auto counted = stats.statements_since_last();
-        if (best < 0 || counted < best) best = counted;
-      }
-      statements[name] = static_cast<double>(best) / cycles;
+      statements[name] = statements_per_cycle(*sessions[name], "uncontended", cycles);
     }
     // Round-robin, one cycle per contender at a time: the disk's fsync
     // latency drifts on shared machines, and this way every contender sees
@@ -247,6 +253,9 @@ struct Bench {
     }
     report.goal({"seed design: 3 or more statements per cycle", fmt(statements["seed"], 2),
                  statements["seed"] >= 3.0, true});
+    const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
+    report.goal({"doorbell cost, uncontended: dlock-watchdog <= 1.06 x dlock-no-wakeup", fmt(doorbell_cost, 2) + " x",
+                 doorbell_cost <= 1.06, false});
   }
 
   // 2. Reentrant acquire and release.
@@ -427,15 +436,17 @@ struct Bench {
   }
 
   Summary handoff_cross_process(const std::string& contender, int samples, bool polled,
-                                const std::string& name = "handoff-x") {
-    auto holder = contenders[contender]->session();
+                                const std::string& name = "handoff-x", std::chrono::microseconds poll = 1s) {
+    std::unique_ptr<Contender> own;
+    if (contenders.count(contender) == 0) own = make_contender(contender, url);
+    auto holder = (own ? *own : *contenders[contender]).session();
     test::ChildProcess child(self_path, {"--child-waiter", url, contender, name}, false, true);
     if (!child.wait_for_line("ready", 60s)) throw std::runtime_error("child waiter did not start");
     std::vector<double> out;
     for (int i = 0; i < samples; ++i) {
       holder->lock(name);
       child_write(child, "go\n");
-      std::this_thread::sleep_for(park_time(polled));
+      std::this_thread::sleep_for(park_time(polled, poll));
       holder->unlock(name);
       const auto t0 = now_ns();
       auto line = child.wait_for_line("t1 ", 60s);
@@ -451,12 +462,13 @@ struct Bench {
 
   void handoff() {
     const int local = quick ? 40 : 200;
-    const int remote = quick ? 6 : 200;
+    const int remote = quick ? 20 : 200;
     const int seed_remote = quick ? 3 : 150;
     report.section("4. Contended handoff (ms from unlock() returning to the waiter's lock() returning)",
-                   "The holder keeps the lock 20 ms so the waiter is parked; where the waiter depends on a poll, plus "
-                   "a random part of one poll interval, so releases fall at every phase of the poll. Without a wake channel (issue 6), a waiter in "
-                   "another client learns of a release at its next poll (1 s default): half a second on average.");
+                   "The holder keeps the lock 20 ms so the waiter is parked; where the waiter depends on a poll (the "
+                   "seed), plus a random part of one poll interval, so releases fall at every phase of the poll. A "
+                   "waiter in another client or process is woken by the name's doorbell (fast_wakeup, the default); "
+                   "the seed's waiter learns of a release at its next 1 s poll.");
     std::vector<std::vector<std::string>> rows;
     std::string json = "{";
     std::ofstream dat(out_dir + "/handoff.dat");
@@ -475,21 +487,18 @@ struct Bench {
       auto w = c.session();
       const auto s = add("dlock-watchdog", "same client", handoff_in_process(*h, *w, local, false));
       report.goal({"same-client handoff median <= 1 ms", fmt(s.median) + " ms", s.median <= 1.0, false});
-      // The poll-bound cases take about a second per handoff; they use
-      // different names and clients, so they run at the same time.
-      auto other = make_contender("dlock-watchdog", url);
-      auto w2 = other->session();
-      auto other_client = std::async(std::launch::async, [&] {
-        return handoff_in_process(*h, *w2, remote, true, "handoff-oc");
-      });
-      auto other_process = std::async(std::launch::async, [&] {
-        return handoff_cross_process("dlock-watchdog", remote, true, "handoff-op");
-      });
+      // The seed's poll-bound case takes about a second per handoff; it runs
+      // alongside (its own name and table).
       auto seed_process = std::async(std::launch::async, [&] {
         return handoff_cross_process("seed", seed_remote, true, "handoff-seed");
       });
-      add("dlock-watchdog", "other client, same process", other_client.get());
-      add("dlock-watchdog", "other process", other_process.get());
+      auto other = make_contender("dlock-watchdog", url);
+      auto w2 = other->session();
+      add("dlock-watchdog", "other client, same process", handoff_in_process(*h, *w2, remote, false, "handoff-oc"));
+      const auto p = add("dlock-watchdog", "other process", handoff_cross_process("dlock-watchdog", remote, false,
+                                                                                  "handoff-op"));
+      report.goal({"cross-process handoff median <= 2 ms", fmt(p.median) + " ms", p.median <= 2.0, false});
+      report.goal({"cross-process handoff p99 <= 20 ms", fmt(p.p99) + " ms", p.p99 <= 20.0, false});
       seed_result = seed_process.get();
     }
     {
@@ -502,6 +511,86 @@ struct Bench {
     add("seed", "other process", seed_result);
     report.table({"contender", "waiter", "handoffs", "median ms", "p99 ms"}, rows);
     report.json("handoff", json.substr(0, json.size() - 2) + "}");
+  }
+
+  // 4b. Wake designs (issue 6): how a waiter in another client hears of a release.
+  struct WakeDesign {
+    std::string contender;
+    std::string how;
+    bool polled;                      // depends on a poll: spread releases over it
+    std::chrono::microseconds poll;   // that poll's period
+    int samples;
+  };
+
+  // Connections the server has open for the test account now.
+  std::int64_t open_connections() {
+    return std::stoll(stats.scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1)"));
+  }
+
+  void wake_designs() {
+    const int n = quick ? 20 : 200;
+    const std::vector<WakeDesign> designs{
+        {"dlock-watchdog", "doorbell: blocked GET_LOCK, given back in the release statement (chosen)", false, 1s, n},
+        {"kill-wake", "releaser finds sleeping waiters in PROCESSLIST and KILL QUERYs them (prototype)", false, 1s,
+         n},
+        {"poll-10ms", "poll every 10 ms (fast_wakeup off, poll_interval 10 ms)", true, 10ms, n},
+        {"dlock-no-wakeup", "poll every 1 s (fast_wakeup off; the design before issue 6)", true, 1s, quick ? 3 : 30},
+    };
+    report.section("4b. Wake designs: a waiter in another process",
+                   "Each design in one run, same server. Handoff as in section 4 (the waiter is a child process). "
+                   "Statements per uncontended lock+unlock are server-counted. While waiting: one client holds the "
+                   "lock, another (in this process) waits on it; server-counted statements per second over a "
+                   "window, and the connections the waiting client has open.");
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    const auto window = quick ? 3s : 5s;
+    for (const auto& d : designs) {
+      const Summary h = handoff_cross_process(d.contender, d.samples, d.polled, "wake-" + d.contender, d.poll);
+
+      auto holder_side = make_contender(d.contender, url);
+      auto holder = holder_side->session();
+      const double per_cycle = statements_per_cycle(*holder, "wake-cycle-" + d.contender, 100);
+
+      const std::string wait_name = "wake-wait-" + d.contender;
+      holder->lock(wait_name);
+      const auto connections_before = open_connections();
+      double per_second = 0;
+      std::int64_t connections = 0;
+      {
+        auto waiter_side = make_contender(d.contender, url);
+        auto waiter = waiter_side->session();
+        std::thread t([&] {
+          waiter->lock(wait_name);
+          waiter->unlock(wait_name);
+        });
+        std::this_thread::sleep_for(2500ms);  // tried, refused, parked
+        connections = open_connections() - connections_before;
+        stats.reset();
+        std::this_thread::sleep_for(window);
+        per_second = static_cast<double>(stats.statements_since_last()) /
+                     std::chrono::duration<double>(window).count();
+        holder->unlock(wait_name);
+        t.join();
+      }
+      rows.push_back({d.contender, d.how, std::to_string(h.n), fmt(h.median), fmt(h.p99), fmt(per_cycle, 2),
+                      fmt(per_second, 2), std::to_string(connections)});
+      json += "\"" + d.contender + "\": {\"median_ms\": " + fmt(h.median) + ", \"p99_ms\": " + fmt(h.p99) +
+              ", \"statements_per_cycle\": " + fmt(per_cycle, 2) + ", \"waiting_statements_per_s\": " +
+              fmt(per_second, 2) + ", \"waiting_client_connections\": " + std::to_string(connections) + "}, ";
+      if (d.contender == "dlock-watchdog") {
+        report.goal({"doorbell: cross-process handoff median <= 2 ms", fmt(h.median) + " ms", h.median <= 2.0, false});
+        report.goal({"doorbell: cross-process handoff p99 <= 20 ms", fmt(h.p99) + " ms", h.p99 <= 20.0, false});
+        report.goal({"doorbell: uncontended cycle stays 2 statements", fmt(per_cycle, 2), per_cycle == 2.0, true});
+        // The 1 s poll plus one doorbell wait per io_timeout - 1 s (9 s).
+        report.goal({"doorbell: waiting client <= 1.5 statements / s", fmt(per_second, 2) + " / s",
+                     per_second <= 1.5, false});
+      }
+    }
+    report.table({"design", "how the waiter hears of a release", "handoffs", "median ms", "p99 ms",
+                  "statements / uncontended cycle", "statements / s while waiting", "connections of waiting client"},
+                 rows);
+    report.json("wake_designs", json.substr(0, json.size() - 2) + "}");
   }
 
   // 5. Background load: statements per second from an idle client.
@@ -650,7 +739,7 @@ int main(int argc, char** argv) {
         only = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]\n"
-                     "scenarios: uncontended, reentrant, throughput, handoff, background, memory\n";
+                     "scenarios: uncontended, reentrant, throughput, handoff, wakeup, background, memory\n";
         return 2;
       }
     }
@@ -675,6 +764,7 @@ int main(int argc, char** argv) {
     if (selected("reentrant")) bench.reentrant();
     if (selected("throughput")) bench.throughput();
     if (selected("handoff")) bench.handoff();
+    if (selected("wakeup")) bench.wake_designs();
     if (selected("background")) bench.background();
     if (selected("memory")) bench.memory();
 

@@ -10,7 +10,7 @@ set xrange [0.8:20]
 set xtics (1, 4, 16)
 set key top left
 set grid
-plot for [i=2:6] dir."/throughput.dat" using 1:i with linespoints lw 2 title columnheader(i)
+plot for [i=2:7] dir."/throughput.dat" using 1:i with linespoints lw 2 title columnheader(i)
 
 set output dir."/handoff.png"
 unset logscale x

@@ -38,7 +38,14 @@ std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
 
 template <class Fn>
 auto Client::with_connection(Fn&& fn) {
-  PooledConnection connection = pool_.acquire();
+  // Each thread prefers the connection it used last. A hold's doorbell lives
+  // on the session that acquired it, and the same thread usually unlocks: so
+  // the unlock finds that session idle and can ring in its own statement.
+  thread_local const ConnectionPool* last_pool = nullptr;
+  thread_local std::uint64_t last_session = 0;
+  PooledConnection connection = pool_.acquire(last_pool == &pool_ ? last_session : 0);
+  last_pool = &pool_;
+  last_session = connection->server_id();
   return fn(*connection);
 }
 
@@ -67,12 +74,38 @@ Client::Client(Options options)
             [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
   io_.every(options_.poll_interval, "polling waited-for locks",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
+  if (options_.fast_wakeup) {
+    // One GET_LOCK wait must end before the connection's read timeout.
+    const auto io_seconds = (options_.io_timeout.count() + 999) / 1000;
+    const int wait_seconds = static_cast<int>(std::min<std::int64_t>(10, io_seconds - 1));
+    if (wait_seconds >= 1) {
+      DoorbellWatcher::Hooks hooks;
+      hooks.ring = [this](const std::string& name) { waiters_.wake_one(name); };
+      hooks.waited = [this](const std::string& name) { return waiters_.has(name); };
+      hooks.interrupt = [this](std::uint64_t server_id) {
+        io_.post("interrupting a doorbell wait", [server_id](const IoThread::ConnectionSource& connection) {
+          try {
+            connection().execute_plain("KILL QUERY " + std::to_string(server_id));
+          } catch (const BackendError& e) {
+            if (e.code() != mysql_error::kUnknownThread) throw;  // already gone: nothing to stop
+          }
+        });
+      };
+      doorbells_ = std::make_unique<DoorbellWatcher>(ConnectionSettings::from(options_), table_, options_.database,
+                                                     options_.wakeup_connections, wait_seconds, logger_,
+                                                     std::move(hooks));
+    } else {
+      logger_->info("dlock: fast_wakeup needs io_timeout >= 2 s (a doorbell wait must end before the read "
+                    "timeout); waiters in this client rely on polling");
+    }
+  }
   io_.start();
   logger_->debug("dlock: client {} connected to {}:{}/{} table {}", machine_id_, options_.host, options_.port,
                  options_.database, options_.table);
 }
 
 Client::~Client() {
+  doorbells_.reset();
   io_.stop();
   const auto names = holds_.names();
   if (names.empty()) return;
@@ -97,12 +130,25 @@ bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::op
   if (wait && *wait <= Millis::zero()) return attempt(name, owner, lease_ms, watchdog, false).acquired;
 
   const auto start = Clock::now();
+  const std::string key(name);
+  // Runs after the subscription ends: the last waiter of a name frees its
+  // doorbell connection for other names.
+  struct StopWatching {
+    Client& client;
+    const std::string& key;
+    ~StopWatching() {
+      if (client.doorbells_ && !client.waiters_.has(key)) client.doorbells_->disarm(key);
+    }
+  } stop_watching{*this, key};
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
-  WaiterRegistry::Subscription subscription(waiters_, std::string(name));
+  WaiterRegistry::Subscription subscription(waiters_, key);
   for (;;) {
     const Attempt a = attempt(name, owner, lease_ms, watchdog, true);
     if (a.acquired) return true;
+    // A holder in this client wakes us itself when it unlocks; the doorbell
+    // is for holders elsewhere.
+    if (doorbells_ && !a.holder_is_local) doorbells_->arm(key);
     const auto now = Clock::now();
     // One millisecond past the holder's expiry, so the retry finds it expired.
     Micros sleep = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
@@ -133,12 +179,20 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
   // A hold found lost keeps the unlocks its owner still owes: a new hold
   // continues that count, so the outer unlock() still releases last.
   const unsigned next = (local ? local->count : 0) + 1;
+  // A lost hold's session may still hold the doorbell, and then this
+  // acquire could not take it (another session has it) and waiters in other
+  // clients would not hear the release.
+  if (local && local->doorbell_session != 0) {
+    drop_doorbell(name, local->doorbell_session);
+    holds_.clear_doorbell(name, owner.thread);
+  }
   const auto sent = Clock::now();
   LockRow row;
   std::uint64_t fence = 0;
-  const AcquireResult result = acquire_fresh(name, owner, next, lease_us, watchdog, row, fence);
+  std::uint64_t doorbell_session = 0;
+  const AcquireResult result = acquire_fresh(name, owner, next, lease_us, watchdog, row, fence, doorbell_session);
   if (result != AcquireResult::kRefused) {
-    holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, fence, true);
+    holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, fence, true, doorbell_session);
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} acquired by {}/{} ({}, count {})", printable(name), machine_id_, owner.thread,
                      watchdog ? "watchdog" : "fixed lease", next);
@@ -148,24 +202,47 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
   if (want_ttl) {
     if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
+    refused.holder_is_local = row.held && row.machine == machine_id_;
   }
   return refused;
 }
 
 AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-                                    bool watchdog, LockRow& row, std::uint64_t& fence) {
+                                    bool watchdog, LockRow& row, std::uint64_t& fence,
+                                    std::uint64_t& doorbell_session) {
   const bool known = known_rows_.contains(name);
+  const std::string bell = options_.fast_wakeup ? doorbell(name) : std::string();
+  const std::string* bell_ptr = options_.fast_wakeup ? &bell : nullptr;
   const auto run = [&] {
     return with_connection([&](Connection& c) {
-      if (known) return table_.take(c, name, owner, state, lease_us, watchdog) ? AcquireResult::kTaken
-                                                                               : AcquireResult::kRefused;
-      return table_.acquire(c, name, owner, state, lease_us, watchdog);
+      doorbell_session = 0;
+      AcquireResult r = AcquireResult::kRefused;
+      if (known) {
+        if (table_.take(c, name, owner, state, lease_us, watchdog, bell_ptr)) r = AcquireResult::kTaken;
+      } else {
+        r = table_.acquire(c, name, owner, state, lease_us, watchdog, bell_ptr);
+      }
+      if (bell_ptr != nullptr && r == AcquireResult::kTaken) doorbell_session = c.server_id();
+      if (bell_ptr != nullptr && r == AcquireResult::kInserted) {
+        // The first insert of a name cannot take the doorbell in its own
+        // statement (see LockTable::acquire): one more, once per name ever.
+        // The row is ours whatever happens here, so a failure only means
+        // "no doorbell".
+        try {
+          if (table_.take_doorbell(c, bell)) doorbell_session = c.server_id();
+        } catch (const BackendError& e) {
+          logger_->debug("dlock: could not take the doorbell of {}: {}", printable(name), e.what());
+        }
+      }
+      return r;
     });
   };
   AcquireResult result;
   try {
     result = run();
   } catch (const OutcomeUnknown& e) {
+    // The session died, and a doorbell it took went with it.
+    doorbell_session = 0;
     row = read_after_unknown(name, e);
     if (row.held_by(owner)) {
       fence = row.fence;
@@ -186,7 +263,7 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, u
     if (!row.exists) {
       known_rows_.forget(name);
       row = LockRow{};
-      return acquire_fresh(name, owner, state, lease_us, watchdog, row, fence);
+      return acquire_fresh(name, owner, state, lease_us, watchdog, row, fence, doorbell_session);
     }
   }
   return result;
@@ -232,13 +309,29 @@ void Client::release(std::string_view name) {
   }
   if (before->lost) {
     logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(name), before->count - 1);
+    if (before->count == 1 && before->doorbell_session != 0) drop_doorbell(name, before->doorbell_session);
     return;
   }
   const unsigned target = before->count - 1;
   bool released = false;
   try {
     try {
-      released = with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+      if (target == 0 && before->doorbell_session != 0) {
+        // The doorbell belongs to the session that took it: free the row
+        // there and ring in the same statement. If another thread is using
+        // that session, free the row elsewhere and ring the moment the
+        // session is returned; never wait for it.
+        const std::string bell = doorbell(name);
+        if (auto c = pool_.try_acquire_session(before->doorbell_session)) {
+          released = table_.release(**c, name, owner, 0, &bell);
+          if (!released) table_.drop_doorbell(**c, bell);
+        } else {
+          released = with_connection([&](Connection& any) { return table_.release(any, name, owner, 0); });
+          drop_doorbell(name, before->doorbell_session);
+        }
+      } else {
+        released = with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+      }
     } catch (const OutcomeUnknown& e) {
       const LockRow row = read_after_unknown(name, e);
       // Not ours any more: our release applied (or the hold was lost at the
@@ -279,6 +372,23 @@ bool Client::force_release(std::string_view name) {
                 cleared ? "cleared a hold" : "was not held");
   waiters_.wake_one(name);
   return cleared;
+}
+
+// ---------------------------------------------------------------- doorbells
+
+std::string Client::doorbell(std::string_view name) const {
+  return doorbell_name(options_.database, options_.table, name);
+}
+
+void Client::drop_doorbell(std::string_view name, std::uint64_t session) {
+  pool_.run_when_idle(session, [this, bell = doorbell(name)](Connection& c) {
+    try {
+      table_.drop_doorbell(c, bell);
+    } catch (const BackendError& e) {
+      // Not worth failing anyone: the doorbell goes when its session ends.
+      logger_->debug("dlock: could not give back doorbell {}: {}", bell, e.what());
+    }
+  });
 }
 
 // ---------------------------------------------------------------- losses

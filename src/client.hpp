@@ -17,6 +17,11 @@
 // were renewed, reads them back to find which were lost; the poller checks
 // every waited-for name in one statement per tick and wakes one waiter per
 // free name.
+//
+// Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
+// the same statement and remember which pooled session did; the full release
+// runs on that session and gives it back in the same statement. Waiters arm
+// the DoorbellWatcher after each refused attempt.
 #pragma once
 
 #include <memory>
@@ -25,6 +30,7 @@
 #include <string_view>
 
 #include "connection_pool.hpp"
+#include "doorbell.hpp"
 #include "dlock/options.hpp"
 #include "hold_registry.hpp"
 #include "io_thread.hpp"
@@ -61,6 +67,7 @@ class Client {
   struct Attempt {
     bool acquired = false;
     std::optional<std::int64_t> ttl_us;  // holder's lease left, when asked for
+    bool holder_is_local = false;        // the holder is a thread of this client
   };
 
   Attempt attempt(std::string_view name, const Owner& owner, Millis lease, bool watchdog, bool want_ttl);
@@ -69,8 +76,15 @@ class Client {
   // upsert. Reconciles a lost connection. `row` gets the row read after a
   // refusal (exists == false if no read was needed), `fence` the token when
   // the statement reveals it (0 otherwise).
+  // `doorbell_session` gets the server id of the session that took the
+  // doorbell with the row (0 if none was tried or the session died).
   AcquireResult acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-                              bool watchdog, LockRow& row, std::uint64_t& fence);
+                              bool watchdog, LockRow& row, std::uint64_t& fence, std::uint64_t& doorbell_session);
+  // Gives back the doorbell `session` may hold for `name` as soon as that
+  // session is idle: now, or when the thread using it returns it. Never
+  // waits; best effort.
+  void drop_doorbell(std::string_view name, std::uint64_t session);
+  std::string doorbell(std::string_view name) const;
   bool reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
                             bool watchdog);
   // The caller's hold as the database sees it now, or nullopt if it holds
@@ -97,7 +111,10 @@ class Client {
   HoldRegistry holds_;
   WaiterRegistry waiters_;
   KnownRows known_rows_;
-  IoThread io_;  // declared last: destroyed (stopped) first
+  IoThread io_;  // destroyed (stopped) after the watcher, before the rest
+  // Null when fast_wakeup is off. Reset first in the destructor: it sends
+  // its KILL QUERYs through io_.
+  std::unique_ptr<DoorbellWatcher> doorbells_;
 };
 
 }  // namespace dlock::details

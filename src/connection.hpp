@@ -37,6 +37,8 @@ struct ConnectionSettings {
 namespace mysql_error {
 inline constexpr int kLockWaitTimeout = 1205;
 inline constexpr int kDeadlock = 1213;
+inline constexpr int kQueryInterrupted = 1317;
+inline constexpr int kUnknownThread = 1094;
 }  // namespace mysql_error
 
 // True for errors that mean the connection is gone (or never came up): the

@@ -1,5 +1,7 @@
 #include "connection_pool.hpp"
 
+#include <algorithm>
+
 namespace dlock::details {
 
 PooledConnection::~PooledConnection() {
@@ -16,7 +18,7 @@ std::size_t ConnectionPool::open_count() const {
   return open_;
 }
 
-PooledConnection ConnectionPool::acquire() {
+PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
   const auto deadline = std::chrono::steady_clock::now() + settings_.io_timeout;
   for (;;) {
     std::unique_ptr<Connection> candidate;
@@ -29,24 +31,32 @@ PooledConnection ConnectionPool::acquire() {
                            0, "");
       }
       if (!idle_.empty()) {
-        candidate = std::move(idle_.back());
-        idle_.pop_back();
+        auto it = idle_.end() - 1;  // LIFO: the warmest
+        if (preferred != 0) {
+          auto mine = std::find_if(idle_.begin(), idle_.end(),
+                                   [&](const std::unique_ptr<Connection>& c) { return c->server_id() == preferred; });
+          if (mine != idle_.end()) it = mine;
+        }
+        candidate = std::move(*it);
+        idle_.erase(it);
       } else {
         ++open_;  // reserve the slot before connecting outside the lock
       }
     }
     if (!candidate) {
+      std::unique_ptr<Connection> fresh;
       try {
-        return PooledConnection(this, Connection::open(settings_));
+        fresh = Connection::open(settings_);
       } catch (...) {
         std::lock_guard<std::mutex> guard(mutex_);
         --open_;
-        returned_.notify_one();
+        returned_.notify_all();
         throw;
       }
+      return hand_out(std::move(fresh));
     }
     if (std::chrono::steady_clock::now() - candidate->last_used() < kPingAfterIdle || candidate->ping()) {
-      return PooledConnection(this, std::move(candidate));
+      return hand_out(std::move(candidate));
     }
     // Died while idle: drop it and try again (a fresh slot is now free).
     std::lock_guard<std::mutex> guard(mutex_);
@@ -54,7 +64,54 @@ PooledConnection ConnectionPool::acquire() {
   }
 }
 
+std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_t server_id) {
+  std::unique_ptr<Connection> found;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = std::find_if(idle_.begin(), idle_.end(),
+                           [&](const std::unique_ptr<Connection>& c) { return c->server_id() == server_id; });
+    if (it == idle_.end()) return std::nullopt;
+    found = std::move(*it);
+    idle_.erase(it);
+  }
+  // No ping: a dead session holds nothing any more, and the statement run on
+  // it reports the loss like any other.
+  std::optional<PooledConnection> out;
+  out.emplace(hand_out(std::move(found)));
+  return out;
+}
+
+void ConnectionPool::run_when_idle(std::uint64_t server_id, std::function<void(Connection&)> job) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (std::find(in_use_.begin(), in_use_.end(), server_id) != in_use_.end()) {
+      on_return_[server_id].push_back(std::move(job));
+      return;
+    }
+  }
+  if (auto c = try_acquire_session(server_id)) job(**c);
+}
+
+PooledConnection ConnectionPool::hand_out(std::unique_ptr<Connection> connection) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  in_use_.push_back(connection->server_id());
+  return PooledConnection(this, std::move(connection));
+}
+
 void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
+  // Jobs waiting for this very session run before anyone else can take it.
+  for (;;) {
+    std::vector<std::function<void(Connection&)>> jobs;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      auto it = on_return_.find(connection->server_id());
+      if (it == on_return_.end()) break;
+      jobs = std::move(it->second);
+      on_return_.erase(it);
+    }
+    for (auto& job : jobs)
+      if (!connection->broken()) job(*connection);
+  }
   if (!connection->broken() && connection->session_dirty()) {
     try {
       connection->reset_session();
@@ -66,6 +123,8 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
   std::unique_ptr<Connection> dropped;
   {
     std::lock_guard<std::mutex> guard(mutex_);
+    if (auto it = std::find(in_use_.begin(), in_use_.end(), connection->server_id()); it != in_use_.end())
+      in_use_.erase(it);
     if (connection->broken()) {
       --open_;
       dropped = std::move(connection);

@@ -22,7 +22,8 @@ std::optional<Hold> HoldRegistry::find(std::string_view name, std::uint64_t thre
 }
 
 void HoldRegistry::record_acquire(std::string_view name, std::uint64_t thread, unsigned count, bool watchdog,
-                                  SteadyTime deadline, std::uint64_t fence, bool fresh) {
+                                  SteadyTime deadline, std::uint64_t fence, bool fresh,
+                                  std::uint64_t doorbell_session) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto [it, inserted] = holds_.try_emplace(key(name, thread), Entry{std::string(name), thread, Hold{}});
   Hold& h = it->second.hold;
@@ -33,6 +34,7 @@ void HoldRegistry::record_acquire(std::string_view name, std::uint64_t thread, u
     h.generation = next_generation_++;
     h.lost = false;
     h.fence = fence;
+    h.doorbell_session = doorbell_session;
   } else if (fence != 0) {
     h.fence = fence;
   }
@@ -53,6 +55,12 @@ std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t
   if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return std::nullopt;
   it->second.hold.lost = true;
   return it->second.hold;
+}
+
+void HoldRegistry::clear_doorbell(std::string_view name, std::uint64_t thread) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = holds_.find(key(name, thread));
+  if (it != holds_.end()) it->second.hold.doorbell_session = 0;
 }
 
 void HoldRegistry::set_fence(std::string_view name, std::uint64_t thread, std::uint64_t generation,

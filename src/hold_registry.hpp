@@ -34,6 +34,9 @@ struct Hold {
   bool watchdog = false;
   bool lost = false;
   std::uint64_t generation = 0;
+  // Server id of the pooled session that may hold the name's doorbell (see
+  // doorbell.hpp); 0 when none was taken.
+  std::uint64_t doorbell_session = 0;
   SteadyTime deadline{};
 };
 
@@ -53,14 +56,17 @@ class HoldRegistry {
   // Records a successful acquire that leaves the count at `count`. `fresh`:
   // the row was taken from free (new generation, not lost, fence = `fence`);
   // otherwise a reentrant acquire of the live hold (generation kept).
+  // `doorbell_session` is recorded for a fresh hold only.
   void record_acquire(std::string_view name, std::uint64_t thread, unsigned count, bool watchdog, SteadyTime deadline,
-                      std::uint64_t fence, bool fresh);
+                      std::uint64_t fence, bool fresh, std::uint64_t doorbell_session = 0);
   // Consumes one hold for unlock(): returns the hold as it was before, and
   // leaves count - 1 registered (nothing at 0). nullopt: no hold (misuse).
   std::optional<Hold> take_one(std::string_view name, std::uint64_t thread);
   // Marks the hold of `generation` lost. Returns it if it was live until now
   // (so the caller reports each loss exactly once).
   std::optional<Hold> mark_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation);
+  // Forgets the hold's doorbell session (its doorbell was given back).
+  void clear_doorbell(std::string_view name, std::uint64_t thread);
   void set_fence(std::string_view name, std::uint64_t thread, std::uint64_t generation, std::uint64_t fence);
 
   // Live watchdog-mode holds, for one renewal round.

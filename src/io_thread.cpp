@@ -27,6 +27,16 @@ void IoThread::start() {
 
 void IoThread::post(std::function<void()> job) { boost::asio::post(io_, std::move(job)); }
 
+void IoThread::post(std::string what, Task task) {
+  boost::asio::post(io_, [this, what = std::move(what), task = std::move(task)] {
+    try {
+      task([this]() -> Connection& { return connection(); });
+    } catch (const std::exception& e) {
+      logger_->warn("dlock: {} failed: {}", what, e.what());
+    }
+  });
+}
+
 void IoThread::stop() {
   if (!thread_.joinable()) return;
   boost::asio::post(io_, [this] {

@@ -43,6 +43,9 @@ class IoThread {
   void every(Millis period, std::string what, Task task);
   void start();
   void post(std::function<void()> job);
+  // Posts a one-off job that runs SQL on the thread's connection; `what`
+  // names it in the warning logged if it throws.
+  void post(std::string what, Task task);
   void stop();
 
  private:

@@ -143,7 +143,14 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   // ours exactly when the row was taken); after that "the owner is us" is the
   // outcome, and expire_time/is_locked follow it. A refused attempt changes
   // no column, so the server reports 0 affected rows; 1 = inserted, 2 = taken.
-  acquire_sql_ = "INSERT INTO " + quoted_ +
+  // The doorbell (a user-level lock, see doorbell.hpp) rides in the
+  // is_locked assignment, evaluated only when the row is taken: "0 *" keeps
+  // the column's value and COALESCE keeps a NULL (error) from reaching it.
+  // GET_LOCK nests within a session; every hold that took it gives it back
+  // exactly once, so the count stays balanced.
+  const std::string take_doorbell = "0 * COALESCE(GET_LOCK(?, 0), 0)";
+  const auto acquire_sql = [&](const std::string& taken_is_locked) {
+    return "INSERT INTO " + quoted_ +
                  " (lock_name, machine_id, thread_id, state, is_locked, watchdog, expire_time, fence)"
                  " VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
                  " ON DUPLICATE KEY UPDATE"
@@ -153,19 +160,30 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
                  " thread_id = IF(" + takeable + ", ?, thread_id),"
                  " machine_id = IF(" + takeable + ", ?, machine_id),"
                  " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
-                 " is_locked = IF(" + mine + ", 1, is_locked)";
-  take_sql_ = "UPDATE " + quoted_ +
-              " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, is_locked = 1,"
-              " expire_time = NOW(6) + INTERVAL ? MICROSECOND"
-              " WHERE lock_name = ? AND " + takeable;
+                 " is_locked = IF(" + mine + ", " + taken_is_locked + ", is_locked)";
+  };
+  acquire_sql_ = acquire_sql("1");
+  acquire_doorbell_sql_ = acquire_sql("1 + " + take_doorbell);
+  const auto take_sql = [&](const std::string& is_locked) {
+    return "UPDATE " + quoted_ +
+           " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, is_locked = " +
+           is_locked + ", expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
+  };
+  take_sql_ = take_sql("1");
+  take_doorbell_sql_ = take_sql("1 + " + take_doorbell);
   const std::string live_hold =
       " WHERE lock_name = ? AND is_locked = 1 AND machine_id = ? AND thread_id = ? AND expire_time > NOW(6)";
   reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
                    live_hold;
   release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
-  free_row_sql_ = "UPDATE " + quoted_ +
-                  " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL" +
-                  live_hold;
+  const auto free_row_sql = [&](const std::string& is_locked) {
+    return "UPDATE " + quoted_ + " SET state = 0, is_locked = " + is_locked +
+           ", watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL" + live_hold;
+  };
+  free_row_sql_ = free_row_sql("0");
+  // The doorbell is given back while the statement still holds the row lock:
+  // a woken waiter's attempt waits for that lock and then reads the freed row.
+  free_row_doorbell_sql_ = free_row_sql("0 * COALESCE(RELEASE_LOCK(?), 0)");
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
   free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
   force_sql_ = "UPDATE " + quoted_ +
@@ -198,9 +216,9 @@ void LockTable::create_table(Connection& c) const {
 }
 
 AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
-                                 std::int64_t lease_us, bool watchdog) const {
+                                 std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
   const auto affected = run(c, "acquiring a lock", [&] {
-    auto& ps = c.prepared(acquire_sql_);
+    auto& ps = c.prepared(doorbell != nullptr ? acquire_doorbell_sql_ : acquire_sql_);
     Binder b(ps);
     b.text(name).owner(owner).u64(state).flag(watchdog).i64(lease_us);
     b.owner(owner);                 // fence
@@ -210,6 +228,7 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Own
     b.owner(owner).text(owner.machine);
     b.owner(owner).i64(lease_us);  // expire_time
     b.owner(owner);                // is_locked
+    if (doorbell != nullptr) b.text(*doorbell);
     return update(ps);
   });
   if (affected == 1) return AcquireResult::kInserted;
@@ -218,8 +237,13 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Own
 }
 
 bool LockTable::take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-                     bool watchdog) const {
+                     bool watchdog, const std::string* doorbell) const {
   return run(c, "acquiring a lock", [&] {
+           if (doorbell != nullptr) {
+             auto& ps = c.prepared(take_doorbell_sql_);
+             Binder(ps).u64(state).flag(watchdog).owner(owner).text(*doorbell).i64(lease_us).text(name).owner(owner);
+             return update(ps);
+           }
            auto& ps = c.prepared(take_sql_);
            Binder(ps).u64(state).flag(watchdog).owner(owner).i64(lease_us).text(name).owner(owner);
            return update(ps);
@@ -235,8 +259,14 @@ bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& own
          }) > 0;
 }
 
-bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state) const {
+bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+                        const std::string* doorbell) const {
   return run(c, "releasing a lock", [&] {
+           if (state == 0 && doorbell != nullptr) {
+             auto& ps = c.prepared(free_row_doorbell_sql_);
+             Binder(ps).text(*doorbell).text(name).owner(owner);
+             return update(ps);
+           }
            if (state == 0) {
              auto& ps = c.prepared(free_row_sql_);
              Binder(ps).text(name).owner(owner);
@@ -246,6 +276,52 @@ bool LockTable::release(Connection& c, std::string_view name, const Owner& owner
            Binder(ps).u64(state).text(name).owner(owner);
            return update(ps);
          }) > 0;
+}
+
+bool LockTable::take_doorbell(Connection& c, const std::string& doorbell) const {
+  return run(c, "taking a doorbell", [&] {
+    auto& ps = c.prepared("SELECT GET_LOCK(?, 0)");
+    Binder(ps).text(doorbell);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    return rs->next() && !rs->isNull(1) && rs->getInt(1) == 1;
+  });
+}
+
+void LockTable::drop_doorbell(Connection& c, const std::string& doorbell) const {
+  run(c, "giving back a doorbell", [&] {
+    auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
+    Binder(ps).text(doorbell);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    return 0;
+  });
+}
+
+LockTable::Ring LockTable::wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const {
+  // IS_FREE_LOCK first: a free doorbell means the holder has none (or it was
+  // just given back), and GET_LOCK would "ring" at once on every retry.
+  // Select-list items are evaluated left to right, so RELEASE_LOCK gives back
+  // what GET_LOCK just took (and is a no-op otherwise).
+  try {
+    return run(c, "waiting on a doorbell", [&] {
+      auto& ps = c.prepared("SELECT IF(IS_FREE_LOCK(?) = 1, 2, GET_LOCK(?, ?)), RELEASE_LOCK(?)");
+      Binder(ps).text(doorbell).text(doorbell).i64(wait_seconds).text(doorbell);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      // MariaDB answers a KILL QUERY of GET_LOCK with NULL.
+      if (!rs->next() || rs->isNull(1)) return Ring::kInterrupted;
+      switch (rs->getInt(1)) {
+        case 1:
+          return Ring::kRung;
+        case 2:
+          return Ring::kNoDoorbell;
+        default:
+          return Ring::kTimedOut;
+      }
+    });
+  } catch (const BackendError& e) {
+    // MySQL answers it with ER_QUERY_INTERRUPTED.
+    if (e.code() == mysql_error::kQueryInterrupted) return Ring::kInterrupted;
+    throw;
+  }
 }
 
 std::size_t LockTable::renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,

@@ -69,20 +69,48 @@ class LockTable {
   // Fresh acquire (the caller holds no live hold): one upsert that inserts the
   // row on first use, or takes it if free, expired, or a ghost of this very
   // owner. Bumps the fence on every take. Sets state = `state`.
+  //
+  // `doorbell` (may be null): the user-level lock to take, inside the same
+  // statement and only if the row is taken, so waiters in other clients can
+  // block on it (see doorbell.hpp). Taken with a zero timeout, never
+  // waiting; if another session has it the hold simply has no doorbell. The
+  // first insert of a name takes none (its VALUES are evaluated before the
+  // server knows whether the row exists, so a refused attempt would take
+  // it): the caller follows kInserted with take_doorbell().
   AcquireResult acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
-                        std::int64_t lease_us, bool watchdog) const;
+                        std::int64_t lease_us, bool watchdog, const std::string* doorbell) const;
   // Fresh acquire of a row known to exist: one conditional UPDATE (cheaper
   // than the upsert's insert-then-duplicate path). Same taking rule and
   // effects as acquire(). False: refused, or the row does not exist.
   bool take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-            bool watchdog) const;
+            bool watchdog, const std::string* doorbell) const;
   // Reentrant acquire: only while the owner's hold is live. Sets state =
   // `state`, restarts the lease, keeps the fence. False: the hold is gone.
   bool reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
                  bool watchdog) const;
   // Release down to `state` (0 frees the row), only while the owner's hold is
   // live. False: the hold was already lost.
-  bool release(Connection& c, std::string_view name, const Owner& owner, unsigned state) const;
+  // `doorbell` (may be null; only with state 0): given back inside the same
+  // statement when the row is freed, which wakes the sessions blocked on it.
+  bool release(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+               const std::string* doorbell = nullptr) const;
+  // Takes the doorbell on its own (after the first insert of a name, whose
+  // statement cannot take it), never waiting. True if this session has it.
+  bool take_doorbell(Connection& c, const std::string& doorbell) const;
+  // Gives back a doorbell this session may hold (a lost hold's). Harmless if
+  // it holds none.
+  void drop_doorbell(Connection& c, const std::string& doorbell) const;
+
+  enum class Ring {
+    kRung,         // the doorbell was given back while we waited (or just before)
+    kNoDoorbell,   // nobody held it when we looked: the holder has none
+    kTimedOut,     // still held after `wait_seconds`
+    kInterrupted,  // KILL QUERY (or an error the server reports as such)
+  };
+  // Waiter side: blocks until the doorbell is given back, at most
+  // `wait_seconds`, and gives it back at once so every waiting client hears
+  // the same release. One statement.
+  Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
   // Renews the owner machine's live watchdog-mode holds among `names`.
   // Returns how many rows were renewed.
   std::size_t renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,
@@ -109,9 +137,12 @@ class LockTable {
   std::string quoted_;
   std::string acquire_sql_;
   std::string reacquire_sql_;
+  std::string acquire_doorbell_sql_;
   std::string take_sql_;
+  std::string take_doorbell_sql_;
   std::string release_sql_;
   std::string free_row_sql_;
+  std::string free_row_doorbell_sql_;
   std::string free_sql_;
   std::string read_sql_;
   std::string force_sql_;

@@ -82,6 +82,10 @@ void apply_parameter(Options& options, const std::string& key, const std::string
     options.io_timeout = parse_millis(value, key);
   } else if (key == "create_table") {
     options.create_table = parse_bool(value, key);
+  } else if (key == "fast_wakeup") {
+    options.fast_wakeup = parse_bool(value, key);
+  } else if (key == "wakeup_connections") {
+    options.wakeup_connections = static_cast<std::size_t>(parse_number(value, key, 1, 256));
   } else if (key == "machine_id") {
     options.machine_id = value;
   } else {

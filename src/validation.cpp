@@ -47,6 +47,8 @@ void validate_options(const Options& options) {
   require_positive(options.io_timeout, "io_timeout");
   if (options.pool_size == 0) reject("Options::pool_size must be at least 1");
   if (options.pool_size > 10'000) reject("Options::pool_size must be at most 10000");
+  if (options.wakeup_connections == 0 || options.wakeup_connections > 256)
+    reject("Options::wakeup_connections must be 1..256");
   if (options.machine_id.size() > kMaxMachineIdBytes)
     reject("Options::machine_id must be at most " + std::to_string(kMaxMachineIdBytes) + " bytes");
   if (options.machine_id.find('\0') != std::string::npos) reject("Options::machine_id contains a NUL byte");

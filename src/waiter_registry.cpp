@@ -55,6 +55,11 @@ std::vector<std::string> WaiterRegistry::names() const {
   return out;
 }
 
+bool WaiterRegistry::has(const std::string& name) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return entries_.count(name) != 0;
+}
+
 bool WaiterRegistry::empty() const {
   std::lock_guard<std::mutex> guard(mutex_);
   return entries_.empty();

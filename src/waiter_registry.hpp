@@ -52,6 +52,8 @@ class WaiterRegistry {
   // Names with at least one subscriber (for the poller).
   std::vector<std::string> names() const;
   bool empty() const;
+  // True while `name` has a subscriber.
+  bool has(const std::string& name) const;
 
  private:
   mutable std::mutex mutex_;

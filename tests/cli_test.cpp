@@ -29,7 +29,7 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     options_ = test::fresh_options();
-    url_ = test::database_url() + "?table=" + options_.table + "&poll_interval_ms=100&watchdog_timeout_ms=1500";
+    url_ = test::database_url_with("table=" + options_.table + "&poll_interval_ms=100&watchdog_timeout_ms=1500");
     dir_ = std::string(DLOCK_TEST_WORK_DIR) + "/" + options_.table;
     std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str());
   }

@@ -62,6 +62,48 @@ TEST(Pool, NeverOpensMoreThanItsSizeAndHandsOutReturnedConnections) {
   EXPECT_LE(pool.open_count(), 2u);
 }
 
+TEST(Pool, PrefersTheAskedForIdleConnection) {
+  details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 2);
+  std::uint64_t first = 0;
+  std::uint64_t second = 0;
+  {
+    auto a = pool.acquire();
+    auto b = pool.acquire();
+    first = a->server_id();
+    second = b->server_id();
+  }  // b returned last: plain LIFO would hand it out next
+  auto c = pool.acquire(first);
+  EXPECT_EQ(c->server_id(), first);
+  auto d = pool.acquire(first);  // in use: any other
+  EXPECT_EQ(d->server_id(), second);
+}
+
+TEST(Pool, SessionBoundJobRunsOnThatSessionWhenItIsIdle) {
+  details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 2);
+  std::vector<std::uint64_t> ran_on;
+  auto job = [&](details::Connection& c) { ran_on.push_back(c.server_id()); };
+  std::uint64_t id = 0;
+  {
+    auto held = pool.acquire();
+    id = held->server_id();
+    EXPECT_FALSE(pool.try_acquire_session(id).has_value()) << "in use by this thread";
+    pool.run_when_idle(id, job);
+    EXPECT_TRUE(ran_on.empty()) << "must wait for the session to be returned";
+  }  // returned: the job runs on it before anyone else gets it
+  ASSERT_EQ(ran_on.size(), 1u);
+  EXPECT_EQ(ran_on[0], id);
+  pool.run_when_idle(id, job);  // idle now: runs at once, on the caller's thread
+  ASSERT_EQ(ran_on.size(), 2u);
+  EXPECT_EQ(ran_on[1], id);
+  {
+    auto again = pool.try_acquire_session(id);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ((*again)->server_id(), id);
+  }
+  pool.run_when_idle(id + 1'000'000, job);  // no such session: nothing to do
+  EXPECT_EQ(ran_on.size(), 2u);
+}
+
 TEST(Pool, ExhaustedPoolGivesBackendErrorAfterIoTimeout) {
   auto settings = details::ConnectionSettings::from(Options::from_url(test::database_url()));
   settings.io_timeout = 300ms;

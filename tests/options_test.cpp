@@ -61,6 +61,20 @@ TEST(FromUrl, Ipv6HostAndMariadbScheme) {
   EXPECT_EQ(o.machine_id, "worker-7");
 }
 
+TEST(FromUrl, FastWakeupSettings) {
+  const Options defaults = Options::from_url("mysql://u:p@h/d");
+  EXPECT_TRUE(defaults.fast_wakeup);
+  EXPECT_EQ(defaults.wakeup_connections, 4u);
+  const Options o = Options::from_url("mysql://u:p@h/d?fast_wakeup=false&wakeup_connections=9");
+  EXPECT_FALSE(o.fast_wakeup);
+  EXPECT_EQ(o.wakeup_connections, 9u);
+  EXPECT_TRUE(Options::from_url("mysql://u:p@h/d?fast_wakeup=1").fast_wakeup);
+  for (const char* bad : {"mysql://u:p@h/d?fast_wakeup=maybe", "mysql://u:p@h/d?wakeup_connections=0",
+                          "mysql://u:p@h/d?wakeup_connections=257", "mysql://u:p@h/d?wakeup_connections=-1"}) {
+    EXPECT_THROW(Options::from_url(bad), std::invalid_argument) << bad;
+  }
+}
+
 TEST(FromUrl, RejectsMalformedInput) {
   const char* bad[] = {
       "",
@@ -142,6 +156,8 @@ TEST(Validation, OptionsFields) {
   expect_bad([](Options& o) { o.poll_interval = 0ms; }, "poll 0");
   expect_bad([](Options& o) { o.io_timeout = -1ms; }, "io negative");
   expect_bad([](Options& o) { o.connect_timeout = 0ms; }, "connect 0");
+  expect_bad([](Options& o) { o.wakeup_connections = 0; }, "no doorbell connections");
+  expect_bad([](Options& o) { o.wakeup_connections = 257; }, "too many doorbell connections");
   expect_bad([](Options& o) { o.machine_id = std::string(65, 'm'); }, "long machine id");
   expect_bad([](Options& o) { o.machine_id = std::string("a\0b", 3); }, "NUL machine id");
 }

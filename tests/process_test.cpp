@@ -22,8 +22,8 @@ using test::fresh_options;
 using test::same_table;
 
 std::string url_for(const Options& o) {
-  return test::database_url() + "?table=" + o.table + "&watchdog_timeout_ms=" +
-         std::to_string(o.watchdog_timeout.count()) + "&poll_interval_ms=" + std::to_string(o.poll_interval.count());
+  return test::database_url_with("table=" + o.table + "&watchdog_timeout_ms=" + std::to_string(o.watchdog_timeout.count()) +
+                                  "&poll_interval_ms=" + std::to_string(o.poll_interval.count()));
 }
 
 std::uint64_t fence_from(const std::string& line) { return std::stoull(line.substr(line.find(' ') + 1)); }

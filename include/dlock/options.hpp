@@ -51,8 +51,9 @@ struct Options {
   // every watchdog_timeout / 3. Default 30 s. Must be >= 3 ms and <= 365 days.
   Millis watchdog_timeout{30'000};
   // How often the rows that local waiters wait on are checked, in one
-  // statement per tick, while anyone waits. Default 1 s. Must be > 0. It only
-  // bounds how late a release by another client is noticed.
+  // statement per tick, while anyone waits. Default 1 s. Must be > 0. It
+  // bounds how late a release by another client is noticed when no doorbell
+  // rings (fast_wakeup off, or the holder has none): the safety net.
   Millis poll_interval{1'000};
   // Pooled connections for callers' operations. Default 8; must be >= 1. The
   // watchdog and poller use one more connection of their own.
@@ -72,6 +73,27 @@ struct Options {
   // among live clients (two clients with one id are one owner); 1..64 bytes,
   // no NUL.
   std::string machine_id;
+  // Wake waiters in other clients within about a millisecond of a release,
+  // instead of at their next poll. Default true. A holder takes a MySQL
+  // user-level lock (a "doorbell", GET_LOCK) for the name inside its acquiring
+  // statement and gives it back inside its releasing statement; a client with
+  // waiters blocks a few dedicated connections in GET_LOCK on the doorbells of
+  // the names they wait for, so the server wakes them at the release. The
+  // lock row stays the only truth: a ring is only a hint to try again, and
+  // the poller keeps running as the safety net. Adds no statement to an
+  // uncontended lock/unlock (only the very first lock of a name, which
+  // inserts its row, takes one more). Turn it off where user-level locks are not
+  // available or not shared between sessions (some proxies and
+  // load balancers, Galera clusters) or where statement-based binary logging
+  // would warn about GET_LOCK; waiters then rely on poll_interval alone.
+  // Clients with it on and off can share a table: a holder without a
+  // doorbell only costs its waiters the poll.
+  bool fast_wakeup = true;
+  // Most dedicated connections (and threads) a client blocks on doorbells at
+  // once, one per waited-for name; names beyond that are left to the poller
+  // until a connection frees up. Opened on first need and kept. Default 4;
+  // must be 1..256. Ignored when fast_wakeup is false.
+  std::size_t wakeup_connections = 4;
   // Logger. Default empty: the spdlog logger registered as "dlock", created
   // (stderr, level info) if absent.
   std::shared_ptr<spdlog::logger> logger;
@@ -84,6 +106,7 @@ struct Options {
   // mysql://user:password@host:port/database?table=T&pool_size=N
   //   &watchdog_timeout_ms=N&poll_interval_ms=N&connect_timeout_ms=N&io_timeout_ms=N
   // Also accepted: `mariadb://`, `create_table=true|false|1|0`, `machine_id=S`,
+  // `fast_wakeup=true|false|1|0`, `wakeup_connections=N`,
   // an IPv6 host in brackets, and a missing port (3306) or password.
   // Percent-decoding in user, password, database and parameter values.
   // Throws std::invalid_argument on a malformed URL, an unknown or repeated

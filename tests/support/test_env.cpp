@@ -17,7 +17,19 @@ namespace dlock::test {
 
 std::string database_url() {
   const char* url = std::getenv("DLOCK_TEST_URL");
-  return url != nullptr && *url != '\0' ? url : "mysql://dlock:dlock-test@127.0.0.1:33306/dlock_test";
+  std::string base = url != nullptr && *url != '\0' ? url : "mysql://dlock:dlock-test@127.0.0.1:33306/dlock_test";
+  if (!fast_wakeup_enabled()) base += std::string(base.find('?') == std::string::npos ? "?" : "&") + "fast_wakeup=false";
+  return base;
+}
+
+std::string database_url_with(const std::string& parameters) {
+  const std::string base = database_url();
+  return base + (base.find('?') == std::string::npos ? "?" : "&") + parameters;
+}
+
+bool fast_wakeup_enabled() {
+  const char* value = std::getenv("DLOCK_TEST_FAST_WAKEUP");
+  return value == nullptr || std::string(value) != "0";
 }
 
 namespace {
@@ -28,7 +40,9 @@ std::string table_for_current_test(const std::string& hint) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     raw = info != nullptr ? std::string(info->test_suite_name()) + "_" + info->name() : "adhoc";
   }
-  std::string table = "t_";
+  // The fast_wakeup_off copy of a test may run at the same time as the
+  // test itself: it gets a table of its own.
+  std::string table = fast_wakeup_enabled() ? "t_" : "tq_";
   for (char c : raw) table.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   if (table.size() > 64) table = table.substr(0, 48) + "_" + std::to_string(std::hash<std::string>{}(table) % 100000);
   return table;
@@ -47,6 +61,8 @@ Options same_table(const Options& base) {
   o.poll_interval = base.poll_interval;
   o.io_timeout = base.io_timeout;
   o.connect_timeout = base.connect_timeout;
+  o.fast_wakeup = base.fast_wakeup;
+  o.wakeup_connections = base.wakeup_connections;
   return o;
 }
 

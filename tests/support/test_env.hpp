@@ -12,8 +12,14 @@ namespace dlock::test {
 
 using namespace std::chrono_literals;
 
-// DLOCK_TEST_URL, or the URL scripts/db.sh prints by default.
+// DLOCK_TEST_URL, or the URL scripts/db.sh prints by default; with
+// fast_wakeup=false appended when DLOCK_TEST_FAST_WAKEUP=0 (the test
+// command runs the database tests both ways).
 std::string database_url();
+// database_url() with more query parameters ("table=t&poll_interval_ms=9").
+std::string database_url_with(const std::string& parameters);
+// False when DLOCK_TEST_FAST_WAKEUP=0.
+bool fast_wakeup_enabled();
 
 // Options for the test database with a table of this test's own (dropped
 // first, so every test starts from an empty table), short leases and a fast

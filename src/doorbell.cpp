@@ -1,0 +1,214 @@
+#include "doorbell.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "log_format.hpp"
+
+namespace dlock::details {
+
+namespace {
+
+// FNV-1a over the bytes, then a SplitMix64 finaliser for better mixing; two
+// different starting points give two independent 64-bit halves. The hash is
+// part of the wire protocol between clients: changing it makes old and new
+// clients miss each other's rings (safe, but slow), so it never changes.
+std::uint64_t hash64(std::string_view bytes, std::uint64_t seed) {
+  std::uint64_t h = 14695981039346656037ULL ^ seed;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  h += 0x9e3779b97f4a7c15ULL;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
+void append_hex(std::string& out, std::uint64_t v) {
+  static const char digits[] = "0123456789abcdef";
+  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(digits[(v >> shift) & 0xf]);
+}
+
+}  // namespace
+
+std::string doorbell_name(std::string_view database, std::string_view table, std::string_view name) {
+  // Lengths make the concatenation unambiguous.
+  std::string key;
+  key.reserve(database.size() + table.size() + name.size() + 24);
+  key += std::to_string(database.size()) + ":" + std::string(database);
+  key += std::to_string(table.size()) + ":" + std::string(table);
+  key += name;
+  std::string out = "dlock:";
+  append_hex(out, hash64(key, 0));
+  append_hex(out, hash64(key, 0x5bd1e9955bd1e995ULL));
+  return out;
+}
+
+DoorbellWatcher::DoorbellWatcher(ConnectionSettings settings, const LockTable& table, std::string database,
+                                 std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger,
+                                 Hooks hooks)
+    : settings_(std::move(settings)),
+      table_(table),
+      database_(std::move(database)),
+      wait_seconds_(wait_seconds),
+      logger_(std::move(logger)),
+      hooks_(std::move(hooks)) {
+  for (std::size_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<Slot>());
+}
+
+DoorbellWatcher::~DoorbellWatcher() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  work_.notify_all();
+  // A KILL QUERY sent just before the statement reaches the server is lost,
+  // so it is repeated until every blocked session has come back.
+  for (;;) {
+    std::vector<std::uint64_t> blocked;
+    for (auto& slot : slots_)
+      if (slot->blocked && slot->server_id != 0) blocked.push_back(slot->server_id);
+    if (blocked.empty()) break;
+    lock.unlock();
+    for (auto id : blocked) hooks_.interrupt(id);
+    lock.lock();
+    work_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+      for (auto& slot : slots_)
+        if (slot->blocked) return false;
+      return true;
+    });
+  }
+  lock.unlock();
+  for (auto& slot : slots_)
+    if (slot->thread.joinable()) slot->thread.join();
+}
+
+void DoorbellWatcher::arm(const std::string& name) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (stopping_) return;
+  if (auto it = watching_.find(name); it != watching_.end()) {
+    // A disarm() may be on its way for an earlier waiter: this one still wants it.
+    it->second->cancelled = false;
+    return;
+  }
+  for (auto& slot : slots_) {
+    if (!slot->name.empty() || slot->blocked) continue;
+    slot->name = name;
+    slot->cancelled = false;
+    watching_.emplace(name, slot.get());
+    if (!slot->thread.joinable()) slot->thread = std::thread([this, s = slot.get()] { run(*s); });
+    work_.notify_all();
+    return;
+  }
+  // Every dedicated connection is busy: this name is left to the poller.
+}
+
+void DoorbellWatcher::disarm(const std::string& name) {
+  std::uint64_t interrupt = 0;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    silent_.erase(name);
+    auto it = watching_.find(name);
+    if (it == watching_.end()) return;
+    Slot& slot = *it->second;
+    if (!slot.blocked) {
+      // Assigned, not started yet: just take the assignment back.
+      slot.name.clear();
+      watching_.erase(it);
+      return;
+    }
+    if (slot.cancelled) return;
+    slot.cancelled = true;
+    interrupt = slot.server_id;
+  }
+  if (interrupt != 0) hooks_.interrupt(interrupt);
+}
+
+std::size_t DoorbellWatcher::open_connections() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::size_t n = 0;
+  for (const auto& slot : slots_) n += slot->server_id != 0 ? 1 : 0;
+  return n;
+}
+
+std::size_t DoorbellWatcher::watched() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return watching_.size();
+}
+
+void DoorbellWatcher::run(Slot& slot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !slot.name.empty(); });
+    if (stopping_) return;
+    const std::string name = slot.name;
+    slot.blocked = true;
+    lock.unlock();
+
+    LockTable::Ring ring = LockTable::Ring::kInterrupted;
+    bool failed = false;
+    try {
+      if (slot.connection && slot.connection->broken()) slot.connection.reset();
+      if (!slot.connection) {
+        slot.connection = Connection::open(settings_);
+        std::lock_guard<std::mutex> guard(mutex_);
+        slot.server_id = slot.connection->server_id();
+      }
+      ring = table_.wait_for_doorbell(*slot.connection, doorbell_name(database_, table_.table(), name),
+                                      wait_seconds_);
+    } catch (const std::exception& e) {
+      failed = true;
+      logger_->debug("dlock: doorbell connection for {} failed; the poller covers it: {}", printable(name),
+                     e.what());
+      slot.connection.reset();
+    }
+
+    lock.lock();
+    slot.blocked = false;
+    if (failed) slot.server_id = 0;
+    bool ring_now = false;
+    const bool keep = !failed && settle(slot, ring, ring_now);
+    if (!keep) {
+      watching_.erase(name);
+      slot.name.clear();
+    }
+    work_.notify_all();  // the destructor waits for blocked == false
+    if (ring_now || failed) {
+      // A failed channel wakes the waiter too: it tries the row and arms
+      // again, on a fresh connection. Called without the lock: the hook
+      // takes the waiter registry's.
+      lock.unlock();
+      hooks_.ring(name);
+      lock.lock();
+    }
+    if (failed && !stopping_) {
+      // Do not hammer a server that refuses connections: pause this slot.
+      work_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+    }
+  }
+}
+
+bool DoorbellWatcher::settle(Slot& slot, LockTable::Ring ring, bool& ring_now) {
+  if (stopping_) return false;
+  const std::string& name = slot.name;
+  switch (ring) {
+    case LockTable::Ring::kRung:
+      silent_.erase(name);
+      ring_now = true;
+      return false;  // the woken waiter arms again if it is refused
+    case LockTable::Ring::kNoDoorbell: {
+      auto [it, first] = silent_.emplace(name, true);
+      ring_now = first;  // once: the row may have been freed just before we looked
+      if (!hooks_.waited(name)) silent_.erase(it);
+      return false;
+    }
+    case LockTable::Ring::kTimedOut:
+      silent_.erase(name);
+      return !slot.cancelled && hooks_.waited(name);
+    case LockTable::Ring::kInterrupted:
+      return !slot.cancelled && hooks_.waited(name);
+  }
+  return false;
+}
+
+}  // namespace dlock::details

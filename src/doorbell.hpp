@@ -1,0 +1,124 @@
+// Fast wake-up of waiters in other clients (Options::fast_wakeup).
+//
+// MySQL has no LISTEN/NOTIFY, but a session blocked in GET_LOCK wakes the
+// moment the session holding that user-level lock gives it back. So each
+// lock name has a "doorbell": a user-level lock named after it.
+//
+//   Holder: the statement that takes the row also takes the doorbell
+//   (GET_LOCK(bell, 0), never waiting), and the statement that frees the row
+//   gives it back, on the same pooled session (user-level locks belong to a
+//   session). Nothing is added to an uncontended lock/unlock: the same two
+//   statements, a few microseconds more work in the server.
+//
+//   Waiter: after a refused attempt, a client blocks one of a few dedicated
+//   connections in GET_LOCK on the name's doorbell (DoorbellWatcher below).
+//   When the holder frees the row the server wakes that session, which gives
+//   the doorbell straight back (so every waiting client hears the release
+//   in turn, and the next holder can take it), and the client wakes one
+//   local waiter, which tries the row again.
+//
+// The row stays the only truth. A ring is only a hint: a spurious one (a
+// holder's session dropped, a lost hold's doorbell given back) costs one
+// refused attempt; a missed one (a holder with no doorbell: fast_wakeup off,
+// the first insert of a name, a doorbell still held by a lost hold, no free
+// dedicated connection) costs at most one poll interval, because the poller
+// keeps running. A doorbell found free while the row is held means "this
+// holder has none": the watcher wakes the waiter once (the row may have just
+// been freed) and then leaves that name to the poller until a ring or a
+// timeout shows a doorbell again, so a holder without one never causes a
+// busy loop.
+//
+// Thread safety: every public member of DoorbellWatcher is safe to call
+// concurrently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.hpp"
+#include "lock_table.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace dlock::details {
+
+// The doorbell of `name` in `database`.`table`: "dlock:" and 32 hex digits of
+// a fixed 128-bit hash, so every client computes the same one and it fits
+// MySQL's 64-character limit on user-level lock names. Two names that
+// collide share a doorbell, which only costs spurious or missed rings.
+std::string doorbell_name(std::string_view database, std::string_view table, std::string_view name);
+
+class DoorbellWatcher {
+ public:
+  struct Hooks {
+    // Wakes one local waiter of the name (called from a watcher thread).
+    std::function<void(const std::string& name)> ring;
+    // True while some local thread waits for the name.
+    std::function<bool(const std::string& name)> waited;
+    // Interrupts the statement running on the session with this server id
+    // (KILL QUERY), using some other connection.
+    std::function<void(std::uint64_t server_id)> interrupt;
+  };
+
+  // `slots`: most dedicated connections. `wait_seconds`: longest single
+  // GET_LOCK wait (must stay below the connections' read timeout).
+  DoorbellWatcher(ConnectionSettings settings, const LockTable& table, std::string database, std::size_t slots,
+                  int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks);
+  // Interrupts every waiting session and joins the threads.
+  ~DoorbellWatcher();
+  DoorbellWatcher(const DoorbellWatcher&) = delete;
+  DoorbellWatcher& operator=(const DoorbellWatcher&) = delete;
+
+  // A local waiter of `name` was just refused: watch its doorbell if a
+  // dedicated connection is free and none watches it yet. Never blocks on
+  // the database.
+  void arm(const std::string& name);
+  // No local thread waits for `name` any more: stop watching it (interrupts
+  // the blocked session, so the connection can serve another name).
+  void disarm(const std::string& name);
+
+  // Dedicated connections open now, and names watched now (diagnostics).
+  std::size_t open_connections() const;
+  std::size_t watched() const;
+
+ private:
+  struct Slot {
+    std::thread thread;
+    std::unique_ptr<Connection> connection;  // touched by the slot's thread only
+    std::uint64_t server_id = 0;             // of `connection`, readable under mutex_
+    std::string name;                        // empty: idle
+    bool blocked = false;                    // inside wait_for_doorbell
+    bool cancelled = false;                  // disarm() interrupted it
+  };
+  void run(Slot& slot);
+  // Result of one wait, handled under mutex_. True: keep watching the name.
+  bool settle(Slot& slot, LockTable::Ring ring, bool& ring_now);
+
+  const ConnectionSettings settings_;
+  const LockTable& table_;
+  const std::string database_;
+  const int wait_seconds_;
+  const std::shared_ptr<spdlog::logger> logger_;
+  const Hooks hooks_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  // Names whose doorbell was last found free while the row was held: not
+  // rung again until a real ring or a timeout shows a doorbell in place.
+  std::unordered_map<std::string, bool> silent_;
+  std::unordered_map<std::string, Slot*> watching_;
+};
+
+}  // namespace dlock::details

@@ -1,0 +1,64 @@
+// Database load of a waiting client with fast wake-up on (serial: it reads
+// the server-wide statement counter, so nothing else may run meanwhile).
+//
+// A waiter costs its poll (one statement per tick for all names) plus one
+// doorbell wait per name every few seconds. A holder without a doorbell must
+// not turn the doorbell into a busy loop: the waiter looks once, then leaves
+// the name to the poll.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::fresh_options;
+using test::same_table;
+
+double statements_per_second_while(std::chrono::milliseconds window) {
+  const auto before = std::stoll(test::query_scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                                                    "WHERE VARIABLE_NAME = 'QUESTIONS'"));
+  std::this_thread::sleep_for(window);
+  const auto after = std::stoll(test::query_scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                                                   "WHERE VARIABLE_NAME = 'QUESTIONS'"));
+  return static_cast<double>(after - before - 1) / std::chrono::duration<double>(window).count();
+}
+
+void expect_bounded_waiting_load(bool holder_has_doorbell) {
+  Options o = fresh_options();
+  o.poll_interval = 250ms;  // 4 polls per second
+  o.watchdog_timeout = 60s;  // no renewal inside the window
+  Options h = same_table(o);
+  h.fast_wakeup = holder_has_doorbell && test::fast_wakeup_enabled();
+  DatabaseDistributedLock holder(h);
+  DatabaseDistributedLock waiter(o);
+  holder.lock("load");
+  auto waited = std::async(std::launch::async, [&] {
+    const bool ok = waiter.try_lock("load", 30s);
+    if (ok) waiter.unlock("load");
+    return ok;
+  });
+  std::this_thread::sleep_for(1s);  // parked
+  const double rate = statements_per_second_while(3s);
+  std::printf("waiting load (%s): %.2f statements/s\n", holder_has_doorbell ? "doorbell holder" : "no doorbell", rate);
+  // 4 polls + a doorbell wait every 4 s (io_timeout 5 s), with room for the
+  // odd housekeeping statement; a busy loop would run thousands.
+  EXPECT_LT(rate, 12.0) << (holder_has_doorbell ? "doorbell holder" : "holder without doorbell");
+  EXPECT_GT(rate, 2.0) << "the poll should be running";
+  holder.unlock("load");
+  EXPECT_TRUE(waited.get());
+}
+
+TEST(WaitingLoad, WaiterOnADoorbellHolderCostsItsPollAndARareDoorbellWait) { expect_bounded_waiting_load(true); }
+
+TEST(WaitingLoad, WaiterOnAHolderWithoutDoorbellDoesNotSpin) { expect_bounded_waiting_load(false); }
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,256 @@
+// Fast wake-up (Options::fast_wakeup): a waiter in another client or process
+// hears a release through the name's doorbell, long before its next poll,
+// and every way the doorbell can be missing or lost falls back to the poll
+// without ever letting two owners in.
+//
+// The poll interval here is long (60 s) wherever the test shows the doorbell
+// did the waking: a waiter that depended on the poll could not finish in time.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "doorbell.hpp"
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::fresh_options;
+using test::same_table;
+
+constexpr auto kLongPoll = 60s;
+
+Options wakeup_options() {
+  Options o = fresh_options();
+  o.fast_wakeup = true;
+  o.poll_interval = kLongPoll;
+  o.watchdog_timeout = 30s;
+  return o;
+}
+
+// Server id of the session holding `name`'s doorbell, or "" if none does.
+std::string doorbell_holder(const Options& o, const std::string& name) {
+  return test::query_scalar("SELECT IS_USED_LOCK('" + details::doorbell_name(o.database, o.table, name) + "')");
+}
+
+// Waits (up to 30 s) for `name` on another thread; the future is true if it
+// got the lock, and only after `released` was set.
+std::future<bool> acquire_after_release(DatabaseDistributedLock& client, const std::string& name,
+                                        const std::atomic<bool>& released) {
+  return std::async(std::launch::async, [&client, name, &released] {
+    const bool ok = client.try_lock(name, 30s);
+    const bool after_release = released.load();
+    if (ok) client.unlock(name);
+    return ok && after_release;
+  });
+}
+
+#define SKIP_WHEN_FAST_WAKEUP_IS_OFF()                                                            \
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on"
+
+TEST(Doorbell, NameIsFixedLengthAndDependsOnDatabaseTableAndName) {
+  const std::string a = details::doorbell_name("db", "t", "name");
+  EXPECT_EQ(a.size(), 6u + 32u);
+  EXPECT_EQ(a.substr(0, 6), "dlock:");
+  EXPECT_EQ(a, details::doorbell_name("db", "t", "name"));
+  EXPECT_NE(a, details::doorbell_name("db", "t", "name2"));
+  EXPECT_NE(a, details::doorbell_name("db", "t2", "name"));
+  EXPECT_NE(a, details::doorbell_name("db2", "t", "name"));
+  // Lengths keep the parts apart: ("ab", "c") is not ("a", "bc").
+  EXPECT_NE(details::doorbell_name("ab", "c", "n"), details::doorbell_name("a", "bc", "n"));
+  EXPECT_EQ(details::doorbell_name("db", "t", std::string(255, '\xff')).size(), 38u);
+}
+
+TEST(FastWakeup, HolderTakesTheDoorbellWithTheRowAndGivesItBack) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock client(o);
+  EXPECT_EQ(doorbell_holder(o, "bell"), "");
+  client.lock("bell");  // first insert of the name: taken by a statement of its own
+  EXPECT_NE(doorbell_holder(o, "bell"), "");
+  client.lock("bell");  // reentrant: still one doorbell
+  client.unlock("bell");
+  EXPECT_NE(doorbell_holder(o, "bell"), "");
+  client.unlock("bell");
+  EXPECT_EQ(doorbell_holder(o, "bell"), "");
+  client.lock("bell");  // known row: taken inside the conditional UPDATE
+  EXPECT_NE(doorbell_holder(o, "bell"), "");
+  client.unlock("bell");
+  EXPECT_EQ(doorbell_holder(o, "bell"), "");
+}
+
+TEST(FastWakeup, TurnedOffNoDoorbellIsTaken) {
+  Options o = wakeup_options();
+  o.fast_wakeup = false;
+  DatabaseDistributedLock client(o);
+  for (int i = 0; i < 2; ++i) {
+    client.lock("quiet");
+    EXPECT_EQ(doorbell_holder(o, "quiet"), "");
+    client.unlock("quiet");
+  }
+}
+
+TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  for (int round = 0; round < 3; ++round) {
+    holder.lock("ring");
+    std::atomic<bool> released{false};
+    auto waited = std::async(std::launch::async, [&] {
+      const bool ok = waiter.try_lock("ring", 30s);
+      const bool after_release = released.load();
+      const auto at = Clock::now();
+      if (ok) waiter.unlock("ring");
+      return std::make_tuple(ok, after_release, at);
+    });
+    // The waiter is parked (its attempt refused) before the release.
+    std::this_thread::sleep_for(300ms);
+    released = true;
+    const auto released_at = Clock::now();
+    holder.unlock("ring");
+    const auto [ok, after_release, acquired_at] = waited.get();
+    ASSERT_TRUE(ok);
+    EXPECT_TRUE(after_release) << "the waiter got in while the holder held the lock";
+    EXPECT_LT(acquired_at - released_at, 5s) << "round " << round << ": woken by the poll, not the doorbell";
+  }
+}
+
+TEST(FastWakeup, WaiterInAnotherProcessIsWokenLongBeforeThePoll) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock holder(o);
+  holder.lock("remote");
+  const std::string url =
+      test::database_url_with("table=" + o.table + "&poll_interval_ms=60000&watchdog_timeout_ms=30000");
+  test::ChildProcess waiter(test::helper_path(), {url, "wait", "remote", "30000"});
+  // Parked: the child's connection blocks in GET_LOCK on the doorbell.
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' "
+                                  "AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'") != "0";
+      },
+      15s));
+  const auto released_at = Clock::now();
+  holder.unlock("remote");
+  const auto line = waiter.wait_for_line("acquired", 30s);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_LT(Clock::now() - released_at, 5s);
+}
+
+TEST(FastWakeup, HolderWithoutDoorbellLeavesTheWaiterToThePoll) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();
+  o.poll_interval = 300ms;
+  Options quiet = same_table(o);
+  quiet.fast_wakeup = false;  // an older client, or one behind a proxy
+  DatabaseDistributedLock holder(quiet);
+  DatabaseDistributedLock waiter(o);
+  holder.lock("silent");
+  std::atomic<bool> released{false};
+  auto waited = acquire_after_release(waiter, "silent", released);
+  std::this_thread::sleep_for(1s);
+  released = true;
+  holder.unlock("silent");
+  EXPECT_TRUE(waited.get());
+}
+
+TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();
+  o.poll_interval = 300ms;
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  holder.lock("cut");
+  std::atomic<bool> released{false};
+  auto waited = acquire_after_release(waiter, "cut", released);
+  std::this_thread::sleep_for(300ms);
+  // The holder's pooled session dies: its doorbell goes with it and rings
+  // the waiter, whose attempt must still be refused.
+  const std::string session = doorbell_holder(o, "cut");
+  ASSERT_NE(session, "");
+  test::execute_sql("KILL CONNECTION " + session);
+  std::this_thread::sleep_for(700ms);
+  EXPECT_TRUE(holder.is_held_by_current_thread("cut"));
+  EXPECT_EQ(waiter.hold_count("cut"), 0);
+  released = true;
+  holder.unlock("cut");  // on another session: the poll hands it over
+  EXPECT_TRUE(waited.get());
+}
+
+TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();
+  o.poll_interval = 500ms;
+  DatabaseDistributedLock holder(o);
+  Options w = same_table(o);
+  w.wakeup_connections = 1;
+  DatabaseDistributedLock waiter(w);
+  const std::vector<std::string> names{"n0", "n1", "n2"};
+  for (const auto& n : names) holder.lock(n);
+  std::atomic<bool> released{false};
+  std::vector<std::future<bool>> waits;
+  for (const auto& n : names) {
+    waits.push_back(acquire_after_release(waiter, n, released));
+  }
+  std::this_thread::sleep_for(500ms);
+  released = true;
+  for (const auto& n : names) holder.unlock(n);
+  for (auto& f : waits) EXPECT_TRUE(f.get());
+}
+
+TEST(FastWakeup, WaiterThatGivesUpFreesItsConnectionAndTheClientClosesPromptly) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();  // io_timeout 5 s: a doorbell wait lasts up to 4 s
+  DatabaseDistributedLock holder(o);
+  holder.lock("busy");
+  const auto start = Clock::now();
+  {
+    DatabaseDistributedLock waiter(same_table(o));
+    EXPECT_FALSE(waiter.try_lock("busy", 400ms));
+    EXPECT_GE(Clock::now() - start, 400ms);
+  }  // the blocked doorbell wait is interrupted (KILL QUERY), not waited out
+  EXPECT_LT(Clock::now() - start, 3s);
+  holder.unlock("busy");
+}
+
+TEST(FastWakeup, ManyWaitersInManyClientsTakeTurnsOneAtATime) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();
+  o.poll_interval = 1s;
+  constexpr int kClients = 4;
+  constexpr int kRounds = 10;
+  std::vector<std::unique_ptr<DatabaseDistributedLock>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<DatabaseDistributedLock>(same_table(o)));
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < kRounds; ++r) {
+        clients[i]->lock("turns");
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        std::this_thread::sleep_for(2ms);
+        inside.fetch_sub(1);
+        clients[i]->unlock("turns");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  // 40 cross-client handoffs: poll-bound they would take about 20 s.
+  EXPECT_LT(Clock::now() - start, 15s);
+}
+
+}  // namespace
+}  // namespace dlock
