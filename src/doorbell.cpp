@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "connection_pool.hpp"
 #include "log_format.hpp"
 
 namespace dlock::details {
@@ -148,6 +149,11 @@ void DoorbellWatcher::run(Slot& slot) {
     LockTable::Ring ring = LockTable::Ring::kInterrupted;
     bool failed = false;
     try {
+      // A connection idle for a while may have been closed by the server
+      // (wait_timeout): find out with a ping rather than by losing a wait.
+      if (slot.connection && !slot.connection->broken() &&
+          std::chrono::steady_clock::now() - slot.connection->last_used() > ConnectionPool::kPingAfterIdle)
+        slot.connection->ping();
       if (slot.connection && slot.connection->broken()) slot.connection.reset();
       if (!slot.connection) {
         slot.connection = Connection::open(settings_);

@@ -1,5 +1,6 @@
-// Database load of a waiting client with fast wake-up on (serial: it reads
-// the server-wide statement counter, so nothing else may run meanwhile).
+// Database load of a waiting client with fast wake-up on, and the loss of its
+// doorbell connection (serial: these read the server-wide statement counter
+// and kill sessions by state, so nothing else may run meanwhile).
 //
 // A waiter costs its poll (one statement per tick for all names) plus one
 // doorbell wait per name every few seconds. A holder without a doorbell must
@@ -57,6 +58,41 @@ void expect_bounded_waiting_load(bool holder_has_doorbell) {
 }
 
 TEST(WaitingLoad, WaiterOnADoorbellHolderCostsItsPollAndARareDoorbellWait) { expect_bounded_waiting_load(true); }
+
+// Also serial: it kills every session blocked on a user lock, which are all
+// this test's own only when nothing else runs.
+TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on";
+  Options o = fresh_options();
+  o.poll_interval = 60s;  // the poll cannot be what hands the lock over
+  o.watchdog_timeout = 30s;
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  holder.lock("cut");
+  auto waited = std::async(std::launch::async, [&] {
+    const bool ok = waiter.try_lock("cut", 30s);
+    if (ok) waiter.unlock("cut");
+    return ok;
+  });
+  const std::string blocked =
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'";
+  ASSERT_TRUE(test::wait_until([&] { return !test::query_scalar(blocked).empty(); }, 15s));
+  const std::string killed = test::query_scalar(blocked);
+  test::execute_sql("KILL CONNECTION " + killed);
+  // The waiter is woken by the failure, is refused, and arms again on a
+  // fresh connection (after a 1 s pause).
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        const std::string now = test::query_scalar(blocked);
+        return !now.empty() && now != killed;
+      },
+      15s))
+      << "the doorbell connection was not replaced";
+  const auto released_at = std::chrono::steady_clock::now();
+  holder.unlock("cut");
+  EXPECT_TRUE(waited.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - released_at, 10s);
+}
 
 TEST(WaitingLoad, WaiterOnAHolderWithoutDoorbellDoesNotSpin) { expect_bounded_waiting_load(false); }
 
