@@ -175,6 +175,7 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
       return {true, std::nullopt};
     }
     note_lost(name, owner.thread, local->generation, "its lease ran out or it was force-unlocked");
+    local = holds_.find(name, owner.thread);  // now marked lost, its doorbell given back
   }
   // A hold found lost keeps the unlocks its owner still owes: a new hold
   // continues that count, so the outer unlock() still releases last.
@@ -222,6 +223,9 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, u
       } else {
         r = table_.acquire(c, name, owner, state, lease_us, watchdog, bell_ptr);
       }
+      // Recorded even when GET_LOCK found the doorbell held by another
+      // session: this session then does not hold it, and the one
+      // RELEASE_LOCK the release runs here is a no-op.
       if (bell_ptr != nullptr && r == AcquireResult::kTaken) doorbell_session = c.server_id();
       if (bell_ptr != nullptr && r == AcquireResult::kInserted) {
         // The first insert of a name cannot take the doorbell in its own
@@ -394,7 +398,16 @@ void Client::drop_doorbell(std::string_view name, std::uint64_t session) {
 // ---------------------------------------------------------------- losses
 
 void Client::note_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation, const char* why) {
-  if (auto hold = holds_.mark_lost(name, thread, generation)) report_lost(name, hold->fence, why);
+  auto hold = holds_.mark_lost(name, thread, generation);
+  if (!hold) return;
+  // Give the doorbell back now rather than at the owner's unlock(): while a
+  // lost hold's session keeps it, the new holder cannot take it and its
+  // waiters in other clients would be left to the poll.
+  if (hold->doorbell_session != 0) {
+    holds_.clear_doorbell(name, thread);
+    drop_doorbell(name, hold->doorbell_session);
+  }
+  report_lost(name, hold->fence, why);
 }
 
 void Client::report_lost(std::string_view name, std::uint64_t fence, const char* why) {

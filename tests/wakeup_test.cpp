@@ -187,6 +187,26 @@ TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
   EXPECT_TRUE(waited.get());
 }
 
+TEST(FastWakeup, LostHoldGivesItsDoorbellBackBeforeItsOwnerUnlocks) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();
+  o.watchdog_timeout = 1500ms;  // the watchdog looks every 0.5 s
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock other(same_table(o));
+  holder.lock("taken");
+  ASSERT_NE(doorbell_holder(o, "taken"), "");
+  ASSERT_TRUE(other.force_unlock("taken"));
+  // The watchdog finds the hold lost and gives the doorbell back, so a new
+  // holder can take it, though the owner has not called unlock() yet.
+  EXPECT_TRUE(test::wait_until([&] { return doorbell_holder(o, "taken").empty(); }, 10s));
+  other.lock("taken");
+  EXPECT_NE(doorbell_holder(o, "taken"), "");
+  holder.unlock("taken");  // the lost hold's unlock: no SQL, no doorbell to give back
+  EXPECT_NE(doorbell_holder(o, "taken"), "") << "the lost hold's unlock took the new holder's doorbell";
+  other.unlock("taken");
+  EXPECT_EQ(doorbell_holder(o, "taken"), "");
+}
+
 TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   Options o = wakeup_options();
