@@ -175,18 +175,10 @@ Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Milli
       return {true, std::nullopt};
     }
     note_lost(name, owner.thread, local->generation, "its lease ran out or it was force-unlocked");
-    local = holds_.find(name, owner.thread);  // now marked lost, its doorbell given back
   }
   // A hold found lost keeps the unlocks its owner still owes: a new hold
   // continues that count, so the outer unlock() still releases last.
   const unsigned next = (local ? local->count : 0) + 1;
-  // A lost hold's session may still hold the doorbell, and then this
-  // acquire could not take it (another session has it) and waiters in other
-  // clients would not hear the release.
-  if (local && local->doorbell_session != 0) {
-    drop_doorbell(name, local->doorbell_session);
-    holds_.clear_doorbell(name, owner.thread);
-  }
   const auto sent = Clock::now();
   LockRow row;
   std::uint64_t fence = 0;
@@ -313,7 +305,6 @@ void Client::release(std::string_view name) {
   }
   if (before->lost) {
     logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(name), before->count - 1);
-    if (before->count == 1 && before->doorbell_session != 0) drop_doorbell(name, before->doorbell_session);
     return;
   }
   const unsigned target = before->count - 1;
@@ -402,11 +393,9 @@ void Client::note_lost(std::string_view name, std::uint64_t thread, std::uint64_
   if (!hold) return;
   // Give the doorbell back now rather than at the owner's unlock(): while a
   // lost hold's session keeps it, the new holder cannot take it and its
-  // waiters in other clients would be left to the poll.
-  if (hold->doorbell_session != 0) {
-    holds_.clear_doorbell(name, thread);
-    drop_doorbell(name, hold->doorbell_session);
-  }
+  // waiters in other clients would be left to the poll. This is the only
+  // place a hold becomes lost, so no lost hold ever keeps a doorbell.
+  if (hold->doorbell_session != 0) drop_doorbell(name, hold->doorbell_session);
   report_lost(name, hold->fence, why);
 }
 

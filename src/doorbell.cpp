@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "connection_pool.hpp"
@@ -94,14 +95,31 @@ void DoorbellWatcher::arm(const std::string& name) {
   }
   for (auto& slot : slots_) {
     if (!slot->name.empty() || slot->blocked) continue;
-    slot->name = name;
-    slot->cancelled = false;
-    watching_.emplace(name, slot.get());
-    if (!slot->thread.joinable()) slot->thread = std::thread([this, s = slot.get()] { run(*s); });
-    work_.notify_all();
+    assign(*slot, name);
     return;
   }
-  // Every dedicated connection is busy: this name is left to the poller.
+  // Every dedicated connection is busy: the poller covers this name until
+  // one frees up and adopts it.
+  if (std::find(queued_.begin(), queued_.end(), name) == queued_.end()) queued_.push_back(name);
+}
+
+void DoorbellWatcher::assign(Slot& slot, const std::string& name) {
+  slot.name = name;
+  slot.cancelled = false;
+  watching_.emplace(name, &slot);
+  if (!slot.thread.joinable()) slot.thread = std::thread([this, s = &slot] { run(*s); });
+  work_.notify_all();
+}
+
+void DoorbellWatcher::adopt_queued(Slot& slot) {
+  while (!queued_.empty()) {
+    const std::string name = queued_.front();
+    queued_.erase(queued_.begin());
+    if (watching_.count(name) == 0 && hooks_.waited(name)) {
+      assign(slot, name);
+      return;
+    }
+  }
 }
 
 void DoorbellWatcher::disarm(const std::string& name) {
@@ -109,6 +127,7 @@ void DoorbellWatcher::disarm(const std::string& name) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     silent_.erase(name);
+    queued_.erase(std::remove(queued_.begin(), queued_.end(), name), queued_.end());
     auto it = watching_.find(name);
     if (it == watching_.end()) return;
     Slot& slot = *it->second;
@@ -116,6 +135,7 @@ void DoorbellWatcher::disarm(const std::string& name) {
       // Assigned, not started yet: just take the assignment back.
       slot.name.clear();
       watching_.erase(it);
+      adopt_queued(slot);
       return;
     }
     if (slot.cancelled) return;
@@ -123,18 +143,6 @@ void DoorbellWatcher::disarm(const std::string& name) {
     interrupt = slot.server_id;
   }
   if (interrupt != 0) hooks_.interrupt(interrupt);
-}
-
-std::size_t DoorbellWatcher::open_connections() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  std::size_t n = 0;
-  for (const auto& slot : slots_) n += slot->server_id != 0 ? 1 : 0;
-  return n;
-}
-
-std::size_t DoorbellWatcher::watched() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return watching_.size();
 }
 
 void DoorbellWatcher::run(Slot& slot) {
@@ -177,6 +185,7 @@ void DoorbellWatcher::run(Slot& slot) {
     if (!keep) {
       watching_.erase(name);
       slot.name.clear();
+      if (!stopping_) adopt_queued(slot);
     }
     work_.notify_all();  // the destructor waits for blocked == false
     if (ring_now || failed) {

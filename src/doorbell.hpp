@@ -80,16 +80,13 @@ class DoorbellWatcher {
   DoorbellWatcher& operator=(const DoorbellWatcher&) = delete;
 
   // A local waiter of `name` was just refused: watch its doorbell if a
-  // dedicated connection is free and none watches it yet. Never blocks on
-  // the database.
+  // dedicated connection is free and none watches it yet; otherwise queue the
+  // name for the next connection that frees up (the poller covers it
+  // meanwhile). Never blocks on the database.
   void arm(const std::string& name);
   // No local thread waits for `name` any more: stop watching it (interrupts
-  // the blocked session, so the connection can serve another name).
+  // the blocked session, so the connection can serve a queued name).
   void disarm(const std::string& name);
-
-  // Dedicated connections open now, and names watched now (diagnostics).
-  std::size_t open_connections() const;
-  std::size_t watched() const;
 
  private:
   struct Slot {
@@ -103,6 +100,10 @@ class DoorbellWatcher {
   void run(Slot& slot);
   // Result of one wait, handled under mutex_. True: keep watching the name.
   bool settle(Slot& slot, LockTable::Ring ring, bool& ring_now);
+  // Under mutex_: `slot` watches `name` from now on.
+  void assign(Slot& slot, const std::string& name);
+  // Under mutex_: the freed `slot` takes the oldest queued name still waited for.
+  void adopt_queued(Slot& slot);
 
   const ConnectionSettings settings_;
   const LockTable& table_;
@@ -119,6 +120,8 @@ class DoorbellWatcher {
   // rung again until a real ring or a timeout shows a doorbell in place.
   std::unordered_map<std::string, bool> silent_;
   std::unordered_map<std::string, Slot*> watching_;
+  // Names armed while every connection was busy, oldest first.
+  std::vector<std::string> queued_;
 };
 
 }  // namespace dlock::details

@@ -54,13 +54,9 @@ std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t
   auto it = holds_.find(key(name, thread));
   if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return std::nullopt;
   it->second.hold.lost = true;
-  return it->second.hold;
-}
-
-void HoldRegistry::clear_doorbell(std::string_view name, std::uint64_t thread) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, thread));
-  if (it != holds_.end()) it->second.hold.doorbell_session = 0;
+  Hold before = it->second.hold;
+  it->second.hold.doorbell_session = 0;
+  return before;
 }
 
 void HoldRegistry::set_fence(std::string_view name, std::uint64_t thread, std::uint64_t generation,

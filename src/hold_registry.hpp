@@ -63,10 +63,10 @@ class HoldRegistry {
   // leaves count - 1 registered (nothing at 0). nullopt: no hold (misuse).
   std::optional<Hold> take_one(std::string_view name, std::uint64_t thread);
   // Marks the hold of `generation` lost. Returns it if it was live until now
-  // (so the caller reports each loss exactly once).
+  // (so the caller reports each loss exactly once), with the doorbell session
+  // it had; the registry forgets that session, since the caller gives the
+  // doorbell back at once (a lost hold keeps none).
   std::optional<Hold> mark_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation);
-  // Forgets the hold's doorbell session (its doorbell was given back).
-  void clear_doorbell(std::string_view name, std::uint64_t thread);
   void set_fence(std::string_view name, std::uint64_t thread, std::uint64_t generation, std::uint64_t fence);
 
   // Live watchdog-mode holds, for one renewal round.

@@ -28,13 +28,7 @@ void IoThread::start() {
 void IoThread::post(std::function<void()> job) { boost::asio::post(io_, std::move(job)); }
 
 void IoThread::post(std::string what, Task task) {
-  boost::asio::post(io_, [this, what = std::move(what), task = std::move(task)] {
-    try {
-      task([this]() -> Connection& { return connection(); });
-    } catch (const std::exception& e) {
-      logger_->warn("dlock: {} failed: {}", what, e.what());
-    }
-  });
+  boost::asio::post(io_, [this, what = std::move(what), task = std::move(task)] { run_logged(what, task); });
 }
 
 void IoThread::stop() {
@@ -63,11 +57,13 @@ Connection& IoThread::connection() {
   return *connection_;
 }
 
-void IoThread::tick(Periodic& p) {
+void IoThread::tick(Periodic& p) { run_logged(p.what, p.task); }
+
+void IoThread::run_logged(const std::string& what, const Task& task) {
   try {
-    p.task([this]() -> Connection& { return connection(); });
+    task([this]() -> Connection& { return connection(); });
   } catch (const std::exception& e) {
-    logger_->warn("dlock: {} failed: {}", p.what, e.what());
+    logger_->warn("dlock: {} failed: {}", what, e.what());
   }
 }
 

@@ -57,6 +57,8 @@ class IoThread {
   };
   void arm(Periodic& p);
   void tick(Periodic& p);
+  // Runs `task` on this thread with its connection; logs what it throws.
+  void run_logged(const std::string& what, const Task& task);
   Connection& connection();
 
   ConnectionSettings settings_;

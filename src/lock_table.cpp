@@ -239,13 +239,11 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Own
 bool LockTable::take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
                      bool watchdog, const std::string* doorbell) const {
   return run(c, "acquiring a lock", [&] {
-           if (doorbell != nullptr) {
-             auto& ps = c.prepared(take_doorbell_sql_);
-             Binder(ps).u64(state).flag(watchdog).owner(owner).text(*doorbell).i64(lease_us).text(name).owner(owner);
-             return update(ps);
-           }
-           auto& ps = c.prepared(take_sql_);
-           Binder(ps).u64(state).flag(watchdog).owner(owner).i64(lease_us).text(name).owner(owner);
+           auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
+           Binder b(ps);
+           b.u64(state).flag(watchdog).owner(owner);
+           if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
+           b.i64(lease_us).text(name).owner(owner);
            return update(ps);
          }) > 0;
 }
@@ -262,14 +260,11 @@ bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& own
 bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state,
                         const std::string* doorbell) const {
   return run(c, "releasing a lock", [&] {
-           if (state == 0 && doorbell != nullptr) {
-             auto& ps = c.prepared(free_row_doorbell_sql_);
-             Binder(ps).text(*doorbell).text(name).owner(owner);
-             return update(ps);
-           }
            if (state == 0) {
-             auto& ps = c.prepared(free_row_sql_);
-             Binder(ps).text(name).owner(owner);
+             auto& ps = c.prepared(doorbell != nullptr ? free_row_doorbell_sql_ : free_row_sql_);
+             Binder b(ps);
+             if (doorbell != nullptr) b.text(*doorbell);
+             b.text(name).owner(owner);
              return update(ps);
            }
            auto& ps = c.prepared(release_sql_);

@@ -228,6 +228,31 @@ TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
   for (auto& f : waits) EXPECT_TRUE(f.get());
 }
 
+TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();  // 60 s poll; a doorbell wait lasts up to 4 s
+  DatabaseDistributedLock holder(o);
+  Options w = same_table(o);
+  w.wakeup_connections = 1;
+  DatabaseDistributedLock waiter(w);
+  holder.lock("first");
+  holder.lock("second");
+  std::atomic<bool> released{false};
+  // "first" takes the only doorbell connection; "second" arrives while it is
+  // busy and is queued.
+  auto gives_up = std::async(std::launch::async, [&] { return waiter.try_lock("first", 1500ms); });
+  std::this_thread::sleep_for(500ms);
+  auto waited = acquire_after_release(waiter, "second", released);
+  EXPECT_FALSE(gives_up.get());  // disarm: the connection is interrupted and adopts "second"
+  std::this_thread::sleep_for(500ms);
+  released = true;
+  const auto released_at = Clock::now();
+  holder.unlock("second");
+  EXPECT_TRUE(waited.get());
+  EXPECT_LT(Clock::now() - released_at, 5s) << "left to the 60 s poll: the freed connection did not adopt it";
+  holder.unlock("first");
+}
+
 TEST(FastWakeup, WaiterThatGivesUpFreesItsConnectionAndTheClientClosesPromptly) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();  // io_timeout 5 s: a doorbell wait lasts up to 4 s
