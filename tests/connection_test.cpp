@@ -135,14 +135,15 @@ TEST(Pool, MoreThreadsThanConnectionsStillMakeProgress) {
 }
 
 // A dedicated account, so killing "this client's connections" cannot touch
-// tests running in parallel.
+// tests running in parallel (the fast_wakeup_off copy of this test among
+// them: it gets an account of its own).
 class KilledConnections : public ::testing::Test {
  protected:
   void SetUp() override {
-    test::execute_sql("CREATE USER IF NOT EXISTS 'dlock_killed'@'127.0.0.1' IDENTIFIED BY 'k'");
-    test::execute_sql("GRANT ALL PRIVILEGES ON *.* TO 'dlock_killed'@'127.0.0.1'");
+    test::execute_sql("CREATE USER IF NOT EXISTS '" + account_ + "'@'127.0.0.1' IDENTIFIED BY 'k'");
+    test::execute_sql("GRANT ALL PRIVILEGES ON *.* TO '" + account_ + "'@'127.0.0.1'");
     options_ = fresh_options();
-    options_.user = "dlock_killed";
+    options_.user = account_;
     options_.password = "k";
     options_.pool_size = 1;
   }
@@ -151,7 +152,7 @@ class KilledConnections : public ::testing::Test {
     std::vector<std::string> ids;
     {
       std::unique_ptr<sql::ResultSet> rs(
-          c->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = 'dlock_killed'").executeQuery());
+          c->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account_ + "'").executeQuery());
       while (rs->next()) ids.push_back(rs->getString(1));
     }
     for (const auto& id : ids) {
@@ -162,6 +163,7 @@ class KilledConnections : public ::testing::Test {
       }
     }
   }
+  const std::string account_ = test::fast_wakeup_enabled() ? "dlock_killed" : "dlock_killed_q";
   Options options_;
 };
 
