@@ -134,17 +134,17 @@ TEST(Pool, MoreThreadsThanConnectionsStillMakeProgress) {
   EXPECT_EQ(acquired.load(), 50);
 }
 
-// A dedicated account, so killing "this client's connections" cannot touch
-// tests running in parallel (the fast_wakeup_off copy of this test among
-// them: it gets an account of its own).
+// An account of each test's own (test::private_account), so killing "this
+// client's connections" cannot touch tests running in parallel: ctest runs
+// each test of this fixture, and the fast_wakeup_off copy of each, as a
+// process of its own, at the same time.
 class KilledConnections : public ::testing::Test {
  protected:
   void SetUp() override {
-    test::execute_sql("CREATE USER IF NOT EXISTS '" + account_ + "'@'127.0.0.1' IDENTIFIED BY 'k'");
-    test::execute_sql("GRANT ALL PRIVILEGES ON *.* TO '" + account_ + "'@'127.0.0.1'");
+    account_ = test::private_account();
     options_ = fresh_options();
     options_.user = account_;
-    options_.password = "k";
+    options_.password = test::private_account_password;
     options_.pool_size = 1;
   }
   void kill_all_of_the_account() {
@@ -163,7 +163,7 @@ class KilledConnections : public ::testing::Test {
       }
     }
   }
-  const std::string account_ = test::fast_wakeup_enabled() ? "dlock_killed" : "dlock_killed_q";
+  std::string account_;
   Options options_;
 };
 

@@ -59,15 +59,18 @@ void expect_bounded_waiting_load(bool holder_has_doorbell) {
 
 TEST(WaitingLoad, WaiterOnADoorbellHolderCostsItsPollAndARareDoorbellWait) { expect_bounded_waiting_load(true); }
 
-// Also serial: it kills every session blocked on a user lock, which are all
-// this test's own only when nothing else runs.
+// The waiter signs in as an account of this test's own, so the session it
+// kills is its doorbell wait and nothing else's.
 TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
   if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on";
   Options o = fresh_options();
   o.poll_interval = 60s;  // the poll cannot be what hands the lock over
   o.watchdog_timeout = 30s;
   DatabaseDistributedLock holder(o);
-  DatabaseDistributedLock waiter(same_table(o));
+  Options waiter_options = same_table(o);
+  waiter_options.user = test::private_account();
+  waiter_options.password = test::private_account_password;
+  DatabaseDistributedLock waiter(waiter_options);
   holder.lock("cut");
   auto waited = std::async(std::launch::async, [&] {
     const bool ok = waiter.try_lock("cut", 30s);
@@ -75,7 +78,9 @@ TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
     return ok;
   });
   const std::string blocked =
-      "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'";
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%' "
+      "AND USER = '" +
+      waiter_options.user + "'";
   ASSERT_TRUE(test::wait_until([&] { return !test::query_scalar(blocked).empty(); }, 15s));
   const std::string killed = test::query_scalar(blocked);
   test::execute_sql("KILL CONNECTION " + killed);

@@ -130,14 +130,18 @@ TEST(FastWakeup, WaiterInAnotherProcessIsWokenLongBeforeThePoll) {
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
   holder.lock("remote");
+  // The child signs in as an account of this test's own, so the wait below
+  // sees its doorbell wait and no other test's.
+  const std::string account = test::private_account();
   const std::string url =
-      test::database_url_with("table=" + o.table + "&poll_interval_ms=60000&watchdog_timeout_ms=30000");
+      test::database_url_as(account, "table=" + o.table + "&poll_interval_ms=60000&watchdog_timeout_ms=30000");
   test::ChildProcess waiter(test::helper_path(), {url, "wait", "remote", "30000"});
   // Parked: the child's connection blocks in GET_LOCK on the doorbell.
   ASSERT_TRUE(test::wait_until(
       [&] {
         return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' "
-                                  "AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'") != "0";
+                                  "AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%' AND USER = '" +
+                                  account + "'") != "0";
       },
       15s));
   const auto released_at = Clock::now();

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "connection.hpp"
@@ -30,6 +32,27 @@ std::string database_url_with(const std::string& parameters) {
 bool fast_wakeup_enabled() {
   const char* value = std::getenv("DLOCK_TEST_FAST_WAKEUP");
   return value == nullptr || std::string(value) != "0";
+}
+
+std::string private_account() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string test = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name() : "adhoc";
+  // MySQL 8 allows 32 characters in a user name: a hash stands for the test.
+  const std::string user = "dlock_a" + std::to_string(std::hash<std::string>{}(test) % 100'000'000) +
+                           (fast_wakeup_enabled() ? "" : "q");
+  execute_sql("CREATE USER IF NOT EXISTS '" + user + "'@'127.0.0.1' IDENTIFIED BY '" + private_account_password + "'");
+  execute_sql("GRANT ALL PRIVILEGES ON *.* TO '" + user + "'@'127.0.0.1'");
+  return user;
+}
+
+std::string database_url_as(const std::string& user, const std::string& parameters) {
+  std::string url = database_url_with(parameters);
+  const auto scheme_end = url.find("://");
+  const auto at = url.find('@');
+  if (scheme_end == std::string::npos || at == std::string::npos || at < scheme_end) {
+    throw std::runtime_error("test URL without user: " + url);
+  }
+  return url.substr(0, scheme_end + 3) + user + ":" + private_account_password + url.substr(at);
 }
 
 namespace {

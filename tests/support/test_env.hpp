@@ -21,6 +21,15 @@ std::string database_url_with(const std::string& parameters);
 // False when DLOCK_TEST_FAST_WAKEUP=0.
 bool fast_wakeup_enabled();
 
+// An account of the running test's own (one per test and per copy, created
+// on first use, every privilege), so a test can find or kill exactly its own
+// sessions in PROCESSLIST while other tests run in parallel. Returns the user
+// name; the password is private_account_password.
+std::string private_account();
+inline constexpr const char* private_account_password = "k";
+// database_url_with(parameters) signed in as `user` (a private_account()).
+std::string database_url_as(const std::string& user, const std::string& parameters);
+
 // Options for the test database with a table of this test's own (dropped
 // first, so every test starts from an empty table), short leases and a fast
 // poll so tests run in seconds.
