@@ -50,11 +50,12 @@ std::string doorbell_name(std::string_view database, std::string_view table, std
 
 DoorbellWatcher::DoorbellWatcher(ConnectionSettings settings, const LockTable& table, std::string database,
                                  std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger,
-                                 Hooks hooks)
+                                 Hooks hooks, std::chrono::milliseconds close_idle_after)
     : settings_(std::move(settings)),
       table_(table),
       database_(std::move(database)),
       wait_seconds_(wait_seconds),
+      close_idle_after_(close_idle_after),
       logger_(std::move(logger)),
       hooks_(std::move(hooks)) {
   for (std::size_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<Slot>());
@@ -147,8 +148,21 @@ void DoorbellWatcher::disarm(const std::string& name) {
 
 void DoorbellWatcher::run(Slot& slot) {
   std::unique_lock<std::mutex> lock(mutex_);
+  const auto has_work = [&] { return stopping_ || !slot.name.empty(); };
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || !slot.name.empty(); });
+    if (!slot.connection) {
+      work_.wait(lock, has_work);
+    } else if (!work_.wait_for(lock, close_idle_after_, has_work)) {
+      // Unused for a while: close it. Outside the lock, since closing a
+      // socket can block; an arm() meanwhile finds the slot idle and this
+      // thread opens a fresh connection for it.
+      slot.server_id = 0;
+      std::unique_ptr<Connection> closing = std::move(slot.connection);
+      lock.unlock();
+      closing.reset();
+      lock.lock();
+      continue;
+    }
     if (stopping_) return;
     const std::string name = slot.name;
     slot.blocked = true;

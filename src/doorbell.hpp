@@ -32,6 +32,7 @@
 // concurrently.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -70,10 +71,17 @@ class DoorbellWatcher {
     std::function<void(std::uint64_t server_id)> interrupt;
   };
 
+  // A dedicated connection unused this long is closed (and opened again when
+  // next needed): a client that waited once does not keep its doorbell
+  // sessions for good.
+  static constexpr std::chrono::milliseconds kCloseIdleAfter{60'000};
+
   // `slots`: most dedicated connections. `wait_seconds`: longest single
   // GET_LOCK wait (must stay below the connections' read timeout).
+  // `close_idle_after`: see kCloseIdleAfter (tests shorten it).
   DoorbellWatcher(ConnectionSettings settings, const LockTable& table, std::string database, std::size_t slots,
-                  int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks);
+                  int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
+                  std::chrono::milliseconds close_idle_after = kCloseIdleAfter);
   // Interrupts every waiting session and joins the threads.
   ~DoorbellWatcher();
   DoorbellWatcher(const DoorbellWatcher&) = delete;
@@ -109,6 +117,7 @@ class DoorbellWatcher {
   const LockTable& table_;
   const std::string database_;
   const int wait_seconds_;
+  const std::chrono::milliseconds close_idle_after_;
   const std::shared_ptr<spdlog::logger> logger_;
   const Hooks hooks_;
 

@@ -8,7 +8,12 @@
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <spdlog/spdlog.h>
+
 #include <atomic>
+#include <memory>
 #include <future>
 #include <string>
 #include <thread>
@@ -299,6 +304,48 @@ TEST(FastWakeup, ManyWaitersInManyClientsTakeTurnsOneAtATime) {
   EXPECT_EQ(overlaps.load(), 0);
   // 40 cross-client handoffs: poll-bound they would take about 20 s.
   EXPECT_LT(Clock::now() - start, 15s);
+}
+
+// A doorbell connection nobody needs any more is closed after a while (60 s
+// in a client; 2 s here), and a fresh one is opened for the next wait. The
+// watcher signs in as an account of this test's own, so its sessions can be
+// counted.
+TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = fresh_options();
+  Options watcher_options = o;
+  watcher_options.user = test::private_account();
+  watcher_options.password = test::private_account_password;
+  const details::LockTable table(o.table);
+  std::atomic<int> rings{0};
+  details::DoorbellWatcher::Hooks hooks{
+      [&](const std::string&) { ++rings; },
+      [](const std::string&) { return true; },
+      [](std::uint64_t id) { test::execute_sql("KILL QUERY " + std::to_string(id)); }};
+  details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
+                                   spdlog::default_logger(), hooks, 2s);
+  const std::string bell = details::doorbell_name(o.database, o.table, "idle");
+  const auto holder = details::Connection::open(details::ConnectionSettings::from(o));
+  const auto run_on_holder = [&](const std::string& sql) {
+    auto& st = holder->prepared(sql);
+    st.setString(1, bell);
+    std::unique_ptr<sql::ResultSet> rs(st.executeQuery());
+  };
+  const auto sessions = [&](const std::string& extra) {
+    return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" +
+                              watcher_options.user + "'" + extra);
+  };
+  for (int round = 0; round < 2; ++round) {
+    run_on_holder("SELECT GET_LOCK(?, 0)");
+    const int rung_before = rings.load();
+    watcher.arm("idle");
+    ASSERT_TRUE(test::wait_until([&] { return sessions(" AND STATE = 'User lock'") == "1"; }, 15s))
+        << "round " << round << ": no doorbell wait";
+    run_on_holder("SELECT RELEASE_LOCK(?)");
+    ASSERT_TRUE(test::wait_until([&] { return rings.load() > rung_before; }, 15s)) << "round " << round;
+    ASSERT_TRUE(test::wait_until([&] { return sessions("") == "0"; }, 15s))
+        << "round " << round << ": the idle doorbell connection stayed open";
+  }
 }
 
 }  // namespace

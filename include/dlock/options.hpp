@@ -91,8 +91,8 @@ struct Options {
   bool fast_wakeup = true;
   // Most dedicated connections (and threads) a client blocks on doorbells at
   // once, one per waited-for name; names beyond that are left to the poller
-  // until a connection frees up. Opened on first need and kept. Default 4;
-  // must be 1..256. Ignored when fast_wakeup is false.
+  // until a connection frees up. Opened on first need, closed after 60 s
+  // unused. Default 4; must be 1..256. Ignored when fast_wakeup is false.
   std::size_t wakeup_connections = 4;
   // Logger. Default empty: the spdlog logger registered as "dlock", created
   // (stderr, level info) if absent.
