@@ -46,6 +46,22 @@ std::string doorbell_holder(const Options& o, const std::string& name) {
   return test::query_scalar("SELECT IS_USED_LOCK('" + details::doorbell_name(o.database, o.table, name) + "')");
 }
 
+// `o` signed in as an account of the running test's own, so the sessions of
+// the client built from it can be told apart in PROCESSLIST.
+Options as_private_account(Options o) {
+  o.user = test::private_account();
+  o.password = test::private_account_password;
+  return o;
+}
+
+// Sessions of `o.user` (a private account), optionally only those blocked in
+// a doorbell wait.
+int sessions_of(const Options& o, bool only_doorbell_waits = false) {
+  return std::stoi(test::query_scalar(
+      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + o.user + "'" +
+      (only_doorbell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'" : "")));
+}
+
 // Waits (up to 30 s) for `name` on another thread; the future is true if it
 // got the lock, and only after `released` was set.
 std::future<bool> acquire_after_release(DatabaseDistributedLock& client, const std::string& name,
@@ -107,7 +123,8 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
-  DatabaseDistributedLock waiter(same_table(o));
+  const Options waiter_options = as_private_account(same_table(o));
+  DatabaseDistributedLock waiter(waiter_options);
   for (int round = 0; round < 3; ++round) {
     holder.lock("ring");
     std::atomic<bool> released{false};
@@ -118,8 +135,8 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
       if (ok) waiter.unlock("ring");
       return std::make_tuple(ok, after_release, at);
     });
-    // The waiter is parked (its attempt refused) before the release.
-    std::this_thread::sleep_for(300ms);
+    // The waiter is parked (refused, blocked on the doorbell) before the release.
+    ASSERT_TRUE(test::wait_until([&] { return sessions_of(waiter_options, true) == 1; }, 15s));
     released = true;
     const auto released_at = Clock::now();
     holder.unlock("ring");
@@ -346,6 +363,56 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
     ASSERT_TRUE(test::wait_until([&] { return sessions("") == "0"; }, 15s))
         << "round " << round << ": the idle doorbell connection stayed open";
   }
+}
+
+// A holder in the same client wakes its local waiters itself at unlock: no
+// doorbell connection is opened for them.
+TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = as_private_account(wakeup_options());
+  DatabaseDistributedLock client(o);
+  client.lock("local");
+  std::atomic<bool> released{false};
+  auto waited = acquire_after_release(client, "local", released);
+  // The waiter is refused at once; a generous second for it to arm a
+  // doorbell if it were going to.
+  const auto window_end = Clock::now() + 1s;
+  while (Clock::now() < window_end) {
+    ASSERT_EQ(sessions_of(o, true), 0) << "a doorbell wait was armed against a holder in the same client";
+    std::this_thread::sleep_for(20ms);
+  }
+  released = true;
+  const auto released_at = Clock::now();
+  client.unlock("local");
+  EXPECT_TRUE(waited.get());
+  EXPECT_LT(Clock::now() - released_at, 5s) << "the local unlock did not wake its waiter";
+}
+
+// A doorbell wait must end before the read timeout; with io_timeout under
+// 2 s no wait fits, so the client opens no doorbell connection and its
+// waiters rely on the poll.
+TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock holder(o);
+  Options waiter_options = as_private_account(same_table(o));
+  waiter_options.io_timeout = 1s;
+  waiter_options.poll_interval = 300ms;
+  waiter_options.watchdog_timeout = 3s;
+  waiter_options.pool_size = 1;
+  DatabaseDistributedLock waiter(waiter_options);
+  holder.lock("short");
+  std::atomic<bool> released{false};
+  auto waited = acquire_after_release(waiter, "short", released);
+  const auto window_end = Clock::now() + 1s;
+  while (Clock::now() < window_end) {
+    // The pooled connection and the io thread's; a doorbell connection would be a third.
+    ASSERT_LE(sessions_of(waiter_options), 2) << "a doorbell connection was opened";
+    std::this_thread::sleep_for(20ms);
+  }
+  released = true;
+  holder.unlock("short");
+  EXPECT_TRUE(waited.get()) << "the poll did not hand the lock over";
 }
 
 }  // namespace
