@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <memory>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -330,9 +330,7 @@ TEST(FastWakeup, ManyWaitersInManyClientsTakeTurnsOneAtATime) {
 TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = fresh_options();
-  Options watcher_options = o;
-  watcher_options.user = test::private_account();
-  watcher_options.password = test::private_account_password;
+  const Options watcher_options = as_private_account(o);
   const details::LockTable table(o.table);
   std::atomic<int> rings{0};
   details::DoorbellWatcher::Hooks hooks{
@@ -348,19 +346,15 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
     st.setString(1, bell);
     std::unique_ptr<sql::ResultSet> rs(st.executeQuery());
   };
-  const auto sessions = [&](const std::string& extra) {
-    return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" +
-                              watcher_options.user + "'" + extra);
-  };
   for (int round = 0; round < 2; ++round) {
     run_on_holder("SELECT GET_LOCK(?, 0)");
     const int rung_before = rings.load();
     watcher.arm("idle");
-    ASSERT_TRUE(test::wait_until([&] { return sessions(" AND STATE = 'User lock'") == "1"; }, 15s))
+    ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
         << "round " << round << ": no doorbell wait";
     run_on_holder("SELECT RELEASE_LOCK(?)");
     ASSERT_TRUE(test::wait_until([&] { return rings.load() > rung_before; }, 15s)) << "round " << round;
-    ASSERT_TRUE(test::wait_until([&] { return sessions("") == "0"; }, 15s))
+    ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options) == 0; }, 15s))
         << "round " << round << ": the idle doorbell connection stayed open";
   }
 }
@@ -376,11 +370,8 @@ TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
   auto waited = acquire_after_release(client, "local", released);
   // The waiter is refused at once; a generous second for it to arm a
   // doorbell if it were going to.
-  const auto window_end = Clock::now() + 1s;
-  while (Clock::now() < window_end) {
-    ASSERT_EQ(sessions_of(o, true), 0) << "a doorbell wait was armed against a holder in the same client";
-    std::this_thread::sleep_for(20ms);
-  }
+  EXPECT_TRUE(test::holds_throughout([&] { return sessions_of(o, true) == 0; }, 1s))
+      << "a doorbell wait was armed against a holder in the same client";
   released = true;
   const auto released_at = Clock::now();
   client.unlock("local");
@@ -404,12 +395,9 @@ TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
   holder.lock("short");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "short", released);
-  const auto window_end = Clock::now() + 1s;
-  while (Clock::now() < window_end) {
-    // The pooled connection and the io thread's; a doorbell connection would be a third.
-    ASSERT_LE(sessions_of(waiter_options), 2) << "a doorbell connection was opened";
-    std::this_thread::sleep_for(20ms);
-  }
+  // The pooled connection and the io thread's; a doorbell connection would be a third.
+  EXPECT_TRUE(test::holds_throughout([&] { return sessions_of(waiter_options) <= 2; }, 1s))
+      << "a doorbell connection was opened";
   released = true;
   holder.unlock("short");
   EXPECT_TRUE(waited.get()) << "the poll did not hand the lock over";

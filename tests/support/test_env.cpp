@@ -119,6 +119,11 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
   }
 }
 
+bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window) {
+  // The same loop as wait_until, with the condition turned round.
+  return !wait_until([&] { return !condition(); }, window);
+}
+
 long database_pid() {
   // Asked afresh each time: a restart test changes it.
   FILE* f = popen(DLOCK_SOURCE_DIR "/scripts/db.sh pid 2>/dev/null", "r");

@@ -45,6 +45,9 @@ std::string query_scalar(const std::string& sql);
 // Polls `condition` every few milliseconds until it holds or `timeout`
 // passes. Returns whether it held.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+// Checks `condition` every few milliseconds for `window`. Returns false as
+// soon as it fails (for "this must not happen meanwhile" checks).
+bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window);
 
 // Process id of the private server (scripts/db.sh pid, else
 // DLOCK_TEST_DB_PID); 0 if unknown.
