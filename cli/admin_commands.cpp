@@ -25,10 +25,17 @@ int with_table(const Options& options, Body&& body) {
   try {
     return body();
   } catch (const BackendError& e) {
-    if (e.code() != 1146) throw;
-    throw BackendError("lock table " + options.database + "." + options.table +
-                           " does not exist; create it with `dlock init`",
-                       e.code(), e.sql_state());
+    if (e.code() == 1146) {
+      throw BackendError("lock table " + options.database + "." + options.table +
+                             " does not exist; create it with `dlock init`",
+                         e.code(), e.sql_state());
+    }
+    if (e.code() == 1054) {
+      throw BackendError("lock table " + options.database + "." + options.table +
+                             " was created by an earlier dlock version; upgrade it with `dlock init`",
+                         e.code(), e.sql_state());
+    }
+    throw;
   }
 }
 
@@ -157,7 +164,7 @@ int force_unlock_command(const Options& options, const std::vector<std::string>&
 int init_command(const Options& options) {
   auto c = connect(options);
   details::LockTable(options.table).create_table(*c);
-  std::cout << "lock table " << options.database << "." << options.table << " is ready\n";
+  std::cout << "lock table " << options.database << "." << options.table << " is ready (created or upgraded as needed)\n";
   return kExitOk;
 }
 

@@ -26,6 +26,19 @@ const Options& validated(const Options& options) {
   return options;
 }
 
+// The io thread's connection waits at most a second for a row lock: a row
+// locked by a foreign transaction must not stall the watchdog's renewal of
+// every other hold (it then renews around it, see renew_tick).
+ConnectionSettings io_settings(const Options& options) {
+  ConnectionSettings s = ConnectionSettings::from(options);
+  s.lock_wait_seconds = 1;
+  return s;
+}
+
+// A wait longer than this (about a century) means "forever": it cannot be
+// added to a steady_clock time without overflow, and nobody means it.
+constexpr Millis kForever = std::chrono::hours(24 * 365 * 100);
+
 std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
   if (options.logger) return options.logger;
   static std::mutex mutex;
@@ -50,11 +63,11 @@ auto Client::with_connection(Fn&& fn) {
 }
 
 LockRow Client::read_row(std::string_view name) {
-  const auto read = [&] { return with_connection([&](Connection& c) { return table_.read(c, name); }); };
   try {
-    return read();
+    return with_connection([&](Connection& c) { return table_.read(c, name); });
   } catch (const OutcomeUnknown&) {
-    return read();
+    PooledConnection fresh = pool_.acquire_fresh();
+    return table_.read(*fresh, name);
   }
 }
 
@@ -64,10 +77,14 @@ Client::Client(Options options)
       machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
       table_(options_.table, logger_),
       pool_(ConnectionSettings::from(options_), options_.pool_size),
-      io_(ConnectionSettings::from(options_), logger_) {
+      io_(io_settings(options_), logger_) {
   // Connecting here makes an unreachable database fail at construction.
   with_connection([&](Connection& c) {
-    if (options_.create_table) table_.create_table(c);
+    if (options_.create_table) {
+      table_.create_table(c);
+    } else {
+      table_.check_schema(c);
+    }
     return 0;
   });
   io_.every(std::max(Millis(1), options_.watchdog_timeout / 3), "renewing leases",
@@ -82,14 +99,13 @@ Client::Client(Options options)
       DoorbellWatcher::Hooks hooks;
       hooks.ring = [this](const std::string& name) { waiters_.wake_one(name); };
       hooks.waited = [this](const std::string& name) { return waiters_.has(name); };
-      hooks.interrupt = [this](std::uint64_t server_id) {
-        io_.post("interrupting a doorbell wait", [server_id](const IoThread::ConnectionSource& connection) {
-          try {
-            connection().execute_plain("KILL QUERY " + std::to_string(server_id));
-          } catch (const BackendError& e) {
-            if (e.code() != mysql_error::kUnknownThread) throw;  // already gone: nothing to stop
-          }
-        });
+      hooks.interrupt = [this](std::uint64_t server_id, std::function<bool()> still_waiting) {
+        io_.post("interrupting a doorbell wait",
+                 [server_id, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
+                   // Checked again here, on the io thread, right before the
+                   // KILL: the wait may have ended since it was asked for.
+                   if (still_waiting()) interrupt_doorbell_wait(connection(), server_id);
+                 });
       };
       doorbells_ = std::make_unique<DoorbellWatcher>(ConnectionSettings::from(options_), table_, options_.database,
                                                      options_.wakeup_connections, wait_seconds, logger_,
@@ -105,16 +121,18 @@ Client::Client(Options options)
 }
 
 Client::~Client() {
+  closing_ = true;  // no on_lock_lost from here on (report_lost checks it)
   doorbells_.reset();
   io_.stop();
-  const auto names = holds_.names();
-  if (names.empty()) return;
+  const auto holds = holds_.live();
+  if (holds.empty()) return;
   try {
-    const auto released = with_connection([&](Connection& c) { return table_.release_all(c, machine_id_, names); });
+    CallBudget budget(options_.io_timeout);
+    const auto released = with_connection([&](Connection& c) { return table_.release_all(c, holds); });
     logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, released);
   } catch (const std::exception& e) {
     logger_->warn("dlock: client {} could not release {} hold(s) at shutdown; they expire with their leases: {}",
-                  machine_id_, names.size(), e.what());
+                  machine_id_, holds.size(), e.what());
   }
 }
 
@@ -123,13 +141,13 @@ Client::~Client() {
 bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait) {
   validate_name(name);
   if (lease) validate_lease(*lease);
-  const Owner owner{machine_id_, current_thread_id()};
+  const std::uint64_t owner = current_thread_id();
   const bool watchdog = !lease.has_value();
   const Millis lease_ms = lease.value_or(options_.watchdog_timeout);
+  const bool forever = !wait.has_value() || *wait >= kForever;
+  if (!forever && *wait <= Millis::zero()) return attempt(name, owner, lease_ms, watchdog, false).acquired;
+  const auto deadline = forever ? Clock::time_point::max() : Clock::now() + *wait;
 
-  if (wait && *wait <= Millis::zero()) return attempt(name, owner, lease_ms, watchdog, false).acquired;
-
-  const auto start = Clock::now();
   const std::string key(name);
   // Runs after the subscription ends: the last waiter of a name frees its
   // doorbell connection for other names.
@@ -152,8 +170,8 @@ bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::op
     const auto now = Clock::now();
     // One millisecond past the holder's expiry, so the retry finds it expired.
     Micros sleep = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
-    if (wait) {
-      const auto left = std::chrono::duration_cast<Micros>(start + *wait - now);
+    if (!forever) {
+      const auto left = std::chrono::duration_cast<Micros>(deadline - now);
       if (left <= Micros::zero()) return false;
       sleep = std::min(sleep, left);
     }
@@ -161,46 +179,59 @@ bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::op
   }
 }
 
-Client::Attempt Client::attempt(std::string_view name, const Owner& owner, Millis lease, bool watchdog,
+void Client::throw_lost(std::string_view name, std::uint64_t fence) const {
+  throw LockLostError("dlock: the hold on \"" + printable(name) + "\" (fence " + std::to_string(fence) +
+                      ") was lost (its lease ran out, it was taken over or force-unlocked) while its owner still "
+                      "owes unlock() for it; make those unlock() calls before acquiring it again");
+}
+
+Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Millis lease, bool watchdog,
                                 bool want_ttl) {
+  CallBudget budget(options_.io_timeout);
   const std::int64_t lease_us = micros(lease);
-  auto local = holds_.find(name, owner.thread);
-  if (local && !local->lost) {
+  if (const auto local = holds_.find(name, owner)) {
+    // Reentrant: only the live hold itself, never a new one in its place.
+    if (local->lost) throw_lost(name, local->fence);
     const unsigned next = local->count + 1;
     const auto sent = Clock::now();
-    if (reacquire_reconciled(name, owner, next, lease_us, watchdog)) {
-      holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, 0, false);
-      if (logger_->should_log(spdlog::level::debug))
-        logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner.thread, next);
-      return {true, std::nullopt};
+    if (!reacquire_reconciled(name, local->hold_id, next, lease_us, watchdog)) {
+      note_lost(name, owner, local->generation, "its lease ran out or it was force-unlocked");
+      throw_lost(name, local->fence);
     }
-    note_lost(name, owner.thread, local->generation, "its lease ran out or it was force-unlocked");
+    if (!holds_.record_reentrant(name, owner, local->generation, next, watchdog, sent + lease)) {
+      // The watchdog found the hold lost while the statement ran (its local
+      // lease had run out). A lost hold stays lost: the caller has been
+      // told, so free the row rather than leave it held for nobody.
+      free_quietly(name, local->hold_id);
+      throw_lost(name, local->fence);
+    }
+    if (logger_->should_log(spdlog::level::debug))
+      logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner, next);
+    return {true, std::nullopt};
   }
-  // A hold found lost keeps the unlocks its owner still owes: a new hold
-  // continues that count, so the outer unlock() still releases last.
-  const unsigned next = (local ? local->count : 0) + 1;
+  const Holder holder{machine_id_, owner, new_hold_id()};
   const auto sent = Clock::now();
   LockRow row;
   std::uint64_t fence = 0;
   std::uint64_t doorbell_session = 0;
-  const AcquireResult result = acquire_fresh(name, owner, next, lease_us, watchdog, row, fence, doorbell_session);
+  const AcquireResult result = acquire_fresh(name, holder, 1, lease_us, watchdog, row, fence, doorbell_session);
   if (result != AcquireResult::kRefused) {
-    holds_.record_acquire(name, owner.thread, next, watchdog, sent + lease, fence, true, doorbell_session);
+    holds_.record_fresh(name, owner, holder.hold_id, 1, watchdog, sent + lease, fence, doorbell_session);
     if (logger_->should_log(spdlog::level::debug))
-      logger_->debug("dlock: {} acquired by {}/{} ({}, count {})", printable(name), machine_id_, owner.thread,
-                     watchdog ? "watchdog" : "fixed lease", next);
+      logger_->debug("dlock: {} acquired by {}/{} ({})", printable(name), machine_id_, owner,
+                     watchdog ? "watchdog" : "fixed lease");
     return {true, std::nullopt};
   }
   Attempt refused;
   if (want_ttl) {
     if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
-    refused.holder_is_local = row.held && row.machine == machine_id_;
+    refused.holder_is_local = row.held && holds_.is_ours(name, row.hold_id);
   }
   return refused;
 }
 
-AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+AcquireResult Client::acquire_fresh(std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
                                     bool watchdog, LockRow& row, std::uint64_t& fence,
                                     std::uint64_t& doorbell_session) {
   const bool known = known_rows_.contains(name);
@@ -211,9 +242,9 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, u
       doorbell_session = 0;
       AcquireResult r = AcquireResult::kRefused;
       if (known) {
-        if (table_.take(c, name, owner, state, lease_us, watchdog, bell_ptr)) r = AcquireResult::kTaken;
+        if (table_.take(c, name, holder, state, lease_us, watchdog, bell_ptr)) r = AcquireResult::kTaken;
       } else {
-        r = table_.acquire(c, name, owner, state, lease_us, watchdog, bell_ptr);
+        r = table_.acquire(c, name, holder, state, lease_us, watchdog, bell_ptr);
       }
       // Recorded even when GET_LOCK found the doorbell held by another
       // session: this session then does not hold it, and the one
@@ -240,12 +271,13 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, u
     // The session died, and a doorbell it took went with it.
     doorbell_session = 0;
     row = read_after_unknown(name, e);
-    if (row.held_by(owner)) {
+    if (row.held_by(holder.hold_id)) {
       fence = row.fence;
+      if (!known) known_rows_.add(name);
       return AcquireResult::kTaken;
     }
-    // It did not apply (yet). Running it again is safe: a late first run
-    // finds this owner's row and only re-takes it with the same count.
+    // It did not apply (yet). Running it again with the same hold id is
+    // safe: a late first run leaves a row this statement takes again.
     result = run();
   }
   if (!known) {
@@ -259,25 +291,34 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Owner& owner, u
     if (!row.exists) {
       known_rows_.forget(name);
       row = LockRow{};
-      return acquire_fresh(name, owner, state, lease_us, watchdog, row, fence, doorbell_session);
+      return acquire_fresh(name, holder, state, lease_us, watchdog, row, fence, doorbell_session);
     }
   }
   return result;
 }
 
-bool Client::reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-                                  bool watchdog) {
+bool Client::reacquire_reconciled(std::string_view name, std::uint64_t hold_id, unsigned state,
+                                  std::int64_t lease_us, bool watchdog) {
   const auto run = [&] {
     return with_connection(
-        [&](Connection& c) { return table_.reacquire(c, name, owner, state, lease_us, watchdog); });
+        [&](Connection& c) { return table_.reacquire(c, name, hold_id, state, lease_us, watchdog); });
   };
   try {
     return run();
   } catch (const OutcomeUnknown& e) {
     const LockRow row = read_after_unknown(name, e);
-    if (!row.held_by(owner)) return false;
+    if (!row.held_by(hold_id)) return false;
     if (row.state == state) return true;
     return run();  // absolute count: a late first run writes the same values
+  }
+}
+
+void Client::free_quietly(std::string_view name, std::uint64_t hold_id) {
+  try {
+    with_connection([&](Connection& c) { return table_.release(c, name, hold_id, 0); });
+  } catch (const BackendError& e) {
+    logger_->warn("dlock: could not free {} after finding its hold lost; it expires with its lease: {}",
+                  printable(name), e.what());
   }
 }
 
@@ -285,7 +326,9 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
   logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
                 printable(name), cause.what());
   try {
-    return read_row(name);
+    // Not on a pooled connection the same fault may have killed too.
+    PooledConnection fresh = pool_.acquire_fresh();
+    return table_.read(*fresh, name);
   } catch (const BackendError& e) {
     throw BackendError(std::string("dlock: outcome unknown (") + cause.what() + "), and the row could not be read: " +
                            e.what(),
@@ -297,8 +340,8 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
 
 void Client::release(std::string_view name) {
   validate_name(name);
-  const Owner owner{machine_id_, current_thread_id()};
-  const std::optional<Hold> before = holds_.take_one(name, owner.thread);
+  const std::uint64_t owner = current_thread_id();
+  const std::optional<Hold> before = holds_.take_one(name, owner);
   if (!before) {
     throw NotHeldError("dlock: unlock(\"" + printable(name) +
                        "\") by a thread that holds no hold on it in this client");
@@ -307,33 +350,42 @@ void Client::release(std::string_view name) {
     logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(name), before->count - 1);
     return;
   }
+  CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
+  const std::uint64_t hold_id = before->hold_id;
   bool released = false;
   try {
     try {
       if (target == 0 && before->doorbell_session != 0) {
         // The doorbell belongs to the session that took it: free the row
-        // there and ring in the same statement. If another thread is using
-        // that session, free the row elsewhere and ring the moment the
-        // session is returned; never wait for it.
+        // there and ring in the same statement (a failed statement gives it
+        // back on its own). If another thread is using that session, free
+        // the row elsewhere and ring the moment the session is returned,
+        // whatever happens to the row; never wait for it.
         const std::string bell = doorbell(name);
         if (auto c = pool_.try_acquire_session(before->doorbell_session)) {
-          released = table_.release(**c, name, owner, 0, &bell);
+          released = table_.release(**c, name, hold_id, 0, &bell);
           if (!released) table_.drop_doorbell(**c, bell);
         } else {
-          released = with_connection([&](Connection& any) { return table_.release(any, name, owner, 0); });
-          drop_doorbell(name, before->doorbell_session);
+          struct RingLater {
+            Client& client;
+            std::string_view name;
+            std::uint64_t session;
+            ~RingLater() { client.drop_doorbell(name, session); }
+          } ring_later{*this, name, before->doorbell_session};
+          released = with_connection([&](Connection& any) { return table_.release(any, name, hold_id, 0); });
         }
       } else {
-        released = with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+        released = with_connection([&](Connection& c) { return table_.release(c, name, hold_id, target); });
       }
     } catch (const OutcomeUnknown& e) {
       const LockRow row = read_after_unknown(name, e);
-      // Not ours any more: our release applied (or the hold was lost at the
-      // same moment; the row cannot tell which). Ours with the old count:
-      // it did not apply, and writing the same count again is safe.
-      released = !row.held_by(owner) || row.state == target ||
-                 with_connection([&](Connection& c) { return table_.release(c, name, owner, target); });
+      // Not held by this hold any more: our release applied (or the hold was
+      // lost at the same moment; the row cannot tell which). Still ours
+      // with the target count: it applied. Else it did not, and writing the
+      // same count again is safe.
+      released = !row.held_by(hold_id) || row.state == target ||
+                 with_connection([&](Connection& c) { return table_.release(c, name, hold_id, target); });
     }
   } catch (const BackendError& e) {
     logger_->error("dlock: could not release {}; it stays locked until its lease expires: {}", printable(name),
@@ -344,17 +396,18 @@ void Client::release(std::string_view name) {
     if (target == 0) {
       report_lost(name, before->fence, "found already lost at unlock");
     } else {
-      note_lost(name, owner.thread, before->generation, "found already lost at unlock");
+      note_lost(name, owner, before->generation, "found already lost at unlock");
     }
     return;
   }
   if (logger_->should_log(spdlog::level::debug))
-    logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner.thread, target);
+    logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner, target);
   if (target == 0) waiters_.wake_one(name);
 }
 
 bool Client::force_release(std::string_view name) {
   validate_name(name);
+  CallBudget budget(options_.io_timeout);
   const auto run = [&] { return with_connection([&](Connection& c) { return table_.force_release(c, name); }); };
   bool cleared = false;
   try {
@@ -388,8 +441,8 @@ void Client::drop_doorbell(std::string_view name, std::uint64_t session) {
 
 // ---------------------------------------------------------------- losses
 
-void Client::note_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation, const char* why) {
-  auto hold = holds_.mark_lost(name, thread, generation);
+void Client::note_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation, const char* why) {
+  auto hold = holds_.mark_lost(name, owner, generation);
   if (!hold) return;
   // Give the doorbell back now rather than at the owner's unlock(): while a
   // lost hold's session keeps it, the new holder cannot take it and its
@@ -401,8 +454,10 @@ void Client::note_lost(std::string_view name, std::uint64_t thread, std::uint64_
 
 void Client::report_lost(std::string_view name, std::uint64_t fence, const char* why) {
   logger_->warn("dlock: hold on {} (fence {}) lost: {}", printable(name), fence, why);
-  if (!options_.on_lock_lost) return;
+  if (!options_.on_lock_lost || closing_) return;
   io_.post([this, owned = std::string(name), fence] {
+    // The client may have started closing since this was posted.
+    if (closing_) return;
     try {
       options_.on_lock_lost(owned, fence);
     } catch (const std::exception& e) {
@@ -415,14 +470,15 @@ void Client::report_lost(std::string_view name, std::uint64_t fence, const char*
 
 // ---------------------------------------------------------------- introspection
 
-std::optional<Hold> Client::confirmed_hold(std::string_view name, std::uint64_t thread, LockRow* row_out) {
-  const auto hold = holds_.find(name, thread);
+std::optional<Hold> Client::confirmed_hold(std::string_view name, std::uint64_t owner, LockRow* row_out) {
+  const auto hold = holds_.find(name, owner);
   // The local lease deadline is measured from when the acquiring statement
   // was sent, so once it passes the hold may already belong to someone else.
   if (!hold || hold->lost || Clock::now() >= hold->deadline) return std::nullopt;
+  CallBudget budget(options_.io_timeout);
   const LockRow row = read_row(name);
-  if (!row.held_by(Owner{machine_id_, thread})) {
-    note_lost(name, thread, hold->generation, "the row shows another owner or none");
+  if (!row.held_by(hold->hold_id)) {
+    note_lost(name, owner, hold->generation, "the row shows another owner or none");
     return std::nullopt;
   }
   if (row_out != nullptr) *row_out = row;
@@ -431,6 +487,7 @@ std::optional<Hold> Client::confirmed_hold(std::string_view name, std::uint64_t 
 
 bool Client::is_locked(std::string_view name) {
   validate_name(name);
+  CallBudget budget(options_.io_timeout);
   return read_row(name).held;
 }
 
@@ -447,6 +504,7 @@ int Client::hold_count(std::string_view name) {
 
 std::optional<Millis> Client::remaining_ttl(std::string_view name) {
   validate_name(name);
+  CallBudget budget(options_.io_timeout);
   const LockRow row = read_row(name);
   if (!row.held) return std::nullopt;
   return Millis(std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000));
@@ -454,14 +512,14 @@ std::optional<Millis> Client::remaining_ttl(std::string_view name) {
 
 std::uint64_t Client::fencing_token(std::string_view name) {
   validate_name(name);
-  const std::uint64_t thread = current_thread_id();
-  const auto hold = holds_.find(name, thread);
+  const std::uint64_t owner = current_thread_id();
+  const auto hold = holds_.find(name, owner);
   if (!hold || hold->lost || Clock::now() >= hold->deadline) return 0;
   if (hold->fence != 0) return hold->fence;
   LockRow row;
-  const auto confirmed = confirmed_hold(name, thread, &row);
+  const auto confirmed = confirmed_hold(name, owner, &row);
   if (!confirmed) return 0;
-  holds_.set_fence(name, thread, confirmed->generation, row.fence);
+  holds_.set_fence(name, owner, confirmed->generation, row.fence);
   return row.fence;
 }
 
@@ -470,56 +528,69 @@ std::uint64_t Client::fencing_token(std::string_view name) {
 void Client::renew_tick(const IoThread::ConnectionSource& connection) {
   auto refs = holds_.watchdog_holds();
   if (refs.empty()) return;
+  CallBudget budget(options_.io_timeout);
   const auto now = Clock::now();
   std::vector<HoldRef> live;
   live.reserve(refs.size());
   for (auto& r : refs) {
     if (r.deadline <= now) {
-      note_lost(r.name, r.thread, r.generation, "renewal failed past the lease");
+      note_lost(r.name, r.owner, r.generation, "renewal failed past the lease");
     } else {
       live.push_back(std::move(r));
     }
   }
   if (live.empty()) return;
-  std::vector<std::string> names;
-  names.reserve(live.size());
-  for (const auto& r : live) names.push_back(r.name);
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<NamedHold> holds;
+  holds.reserve(live.size());
+  for (const auto& r : live) holds.push_back(NamedHold{r.name, r.hold_id});
 
+  const std::int64_t lease_us = micros(options_.watchdog_timeout);
   auto sent = Clock::now();
   std::size_t renewed = 0;
   try {
-    renewed = table_.renew(connection(), machine_id_, names, micros(options_.watchdog_timeout));
-  } catch (const OutcomeUnknown&) {
-    // A renewal only extends live holds of this client: running it again on
-    // a fresh connection is safe whatever the first run did.
+    try {
+      renewed = table_.renew(connection(), holds, lease_us);
+    } catch (const OutcomeUnknown&) {
+      // A renewal only extends live holds of this client: running it again
+      // on a fresh connection is safe whatever the first run did.
+      sent = Clock::now();
+      renewed = table_.renew(connection(), holds, lease_us);
+    }
+  } catch (const BackendError& e) {
+    if (e.code() != mysql_error::kLockWaitTimeout) throw;
+    // A row locked by someone else's transaction: renew the others around it.
+    logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
     sent = Clock::now();
-    renewed = table_.renew(connection(), machine_id_, names, micros(options_.watchdog_timeout));
+    renewed = table_.renew_skipping_locked(connection(), holds, lease_us);
   }
-  Connection& c = connection();
   if (renewed == live.size()) {
     holds_.extend(live, sent + options_.watchdog_timeout);
     return;
   }
-  // Fewer rows than holds: find out which holds are gone.
+  // Fewer rows than holds: find out which holds are gone. A hold the read
+  // still shows is live for what its row says is left (a row skipped
+  // because it was locked was not renewed, but is not lost yet either).
+  std::vector<std::string> names;
+  for (const auto& h : holds) names.push_back(h.name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  const auto read_sent = Clock::now();
   std::unordered_map<std::string, LockRow> rows;
-  for (auto& row : table_.read_many(c, names)) rows.emplace(row.name, std::move(row));
-  std::vector<HoldRef> confirmed;
+  for (auto& row : table_.read_many(connection(), names)) rows.emplace(row.name, std::move(row));
   for (auto& r : live) {
     auto it = rows.find(r.name);
-    if (it != rows.end() && it->second.held_by(Owner{machine_id_, r.thread})) {
-      confirmed.push_back(std::move(r));
+    if (it != rows.end() && it->second.held_by(r.hold_id)) {
+      holds_.extend({r}, read_sent + Micros(std::max<std::int64_t>(0, it->second.ttl_us.value_or(0))));
     } else {
-      note_lost(r.name, r.thread, r.generation, "the watchdog found the row taken over or force-unlocked");
+      note_lost(r.name, r.owner, r.generation, "the watchdog found the row taken over or force-unlocked");
     }
   }
-  holds_.extend(confirmed, sent + options_.watchdog_timeout);
 }
 
 void Client::poll_tick(const IoThread::ConnectionSource& connection) {
   const auto names = waiters_.names();
   if (names.empty()) return;
+  CallBudget budget(options_.io_timeout);
   std::vector<std::string> free;
   try {
     free = table_.free_among(connection(), names);

@@ -5,12 +5,21 @@
 // name's local semaphore first, then loops: attempt; on refusal read the
 // holder's TTL; sleep until woken or the TTL or the caller's deadline ends.
 //
+// Holds: every acquisition from free draws a random hold id, written with
+// the row; every later statement of that hold (reacquire, release, renew)
+// matches it. So two clients are always distinct owners, whatever their
+// machine_id labels, and a hold once lost is never matched again. An owner
+// whose hold was lost gets LockLostError from its next acquire of the name
+// until it has made the unlock() calls it owes.
+//
 // Unknown outcomes: when a write's connection dies mid-statement, the row is
-// read on another connection. If it shows the write applied, that is the
-// result; if it shows it did not, the statement is run once more. That is
-// safe because every write names absolute values (state = N) and the acquire
-// takes over its own owner's ghost rows, so even a first run that lands
-// late cannot make the count drift.
+// read on a newly opened connection. The hold id identifies the very
+// statement: the row shows it applied, or it did not (then the statement is
+// run once more with the same hold id and absolute values, so even a first
+// run that lands late cannot make the count drift or take a second hold).
+//
+// Time: each call runs under a CallBudget of io_timeout, which bounds its
+// statement retries and pool waits in total.
 //
 // Background (io thread): the watchdog renews every live watchdog-mode hold
 // in one statement per tick (per 512 names) and, when fewer rows than holds
@@ -24,6 +33,7 @@
 // the DoorbellWatcher after each refused attempt.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,29 +80,36 @@ class Client {
     bool holder_is_local = false;        // the holder is a thread of this client
   };
 
-  Attempt attempt(std::string_view name, const Owner& owner, Millis lease, bool watchdog, bool want_ttl);
-  // Takes the row from free, expired or this owner's ghost, with count
-  // `state`: a conditional UPDATE when the row is known to exist, else the
-  // upsert. Reconciles a lost connection. `row` gets the row read after a
-  // refusal (exists == false if no read was needed), `fence` the token when
-  // the statement reveals it (0 otherwise).
+  // One attempt for `owner`. Throws LockLostError when the owner's hold on
+  // the name is (or is found) lost, BackendError on database failure.
+  Attempt attempt(std::string_view name, std::uint64_t owner, Millis lease, bool watchdog, bool want_ttl);
+  // Takes the row from free or expired for `holder`, with count `state`: a
+  // conditional UPDATE when the row is known to exist, else the upsert.
+  // Reconciles a lost connection. `row` gets the row read after a refusal
+  // (exists == false if no read was needed), `fence` the token when the
+  // statement reveals it (0 otherwise).
   // `doorbell_session` gets the server id of the session that took the
   // doorbell with the row (0 if none was tried or the session died).
-  AcquireResult acquire_fresh(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+  AcquireResult acquire_fresh(std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
                               bool watchdog, LockRow& row, std::uint64_t& fence, std::uint64_t& doorbell_session);
+  [[noreturn]] void throw_lost(std::string_view name, std::uint64_t fence) const;
   // Gives back the doorbell `session` may hold for `name` as soon as that
   // session is idle: now, or when the thread using it returns it. Never
   // waits; best effort.
   void drop_doorbell(std::string_view name, std::uint64_t session);
   std::string doorbell(std::string_view name) const;
-  bool reacquire_reconciled(std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+  bool reacquire_reconciled(std::string_view name, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
                             bool watchdog);
+  // Frees the row of hold `hold_id` (best effort, errors logged): used when
+  // a statement re-took a hold that was meanwhile found lost locally.
+  void free_quietly(std::string_view name, std::uint64_t hold_id);
   // The caller's hold as the database sees it now, or nullopt if it holds
   // none (detects and reports a loss). No SQL when there is no local hold.
-  std::optional<Hold> confirmed_hold(std::string_view name, std::uint64_t thread, LockRow* row_out);
-  void note_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation, const char* why);
+  std::optional<Hold> confirmed_hold(std::string_view name, std::uint64_t owner, LockRow* row_out);
+  void note_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation, const char* why);
   void report_lost(std::string_view name, std::uint64_t fence, const char* why);
-  // Reads the row after an OutcomeUnknown; throws BackendError if even that fails.
+  // Reads the row after an OutcomeUnknown, on a newly opened connection;
+  // throws BackendError if even that fails.
   LockRow read_after_unknown(std::string_view name, const OutcomeUnknown& cause);
   template <class Fn>
   auto with_connection(Fn&& fn);
@@ -103,6 +120,9 @@ class Client {
   void renew_tick(const IoThread::ConnectionSource& connection);
   void poll_tick(const IoThread::ConnectionSource& connection);
 
+  // Set first thing in the destructor: from then on no on_lock_lost
+  // callback starts.
+  std::atomic<bool> closing_{false};
   const Options options_;
   const std::shared_ptr<spdlog::logger> logger_;
   const std::string machine_id_;

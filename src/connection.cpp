@@ -7,6 +7,7 @@
 #include <mysql_connection.h>
 #include <mysql_driver.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace dlock::details {
@@ -42,6 +43,24 @@ ConnectionSettings ConnectionSettings::from(const Options& options) {
   return s;
 }
 
+namespace {
+thread_local CallBudget::Clock::time_point call_deadline = CallBudget::Clock::time_point::max();
+}  // namespace
+
+CallBudget::CallBudget(Millis budget) : outermost_(call_deadline == Clock::time_point::max()) {
+  if (outermost_) call_deadline = Clock::now() + budget;
+}
+
+CallBudget::~CallBudget() {
+  if (outermost_) call_deadline = Clock::time_point::max();
+}
+
+CallBudget::Clock::time_point CallBudget::deadline() { return call_deadline; }
+
+bool CallBudget::allows(Clock::duration more) {
+  return call_deadline == Clock::time_point::max() || Clock::now() + more < call_deadline;
+}
+
 bool is_connection_error(int code) {
   switch (code) {
     case 1053:  // ER_SERVER_SHUTDOWN
@@ -69,6 +88,8 @@ BackendError to_backend_error(const sql::SQLException& e, const std::string& con
 std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings) {
   std::unique_ptr<Connection> c(new Connection());
   c->io_timeout_seconds_ = whole_seconds(settings.io_timeout);
+  c->lock_wait_seconds_ = settings.lock_wait_seconds > 0 ? settings.lock_wait_seconds
+                                                         : std::max(1, c->io_timeout_seconds_ - 1);
   sql::ConnectOptionsMap props;
   props["hostName"] = sql::SQLString(settings.host);
   props["port"] = static_cast<int>(settings.port);
@@ -111,7 +132,7 @@ void Connection::apply_session_settings() {
   // server-side lock wait ends before the client's read timeout, so a
   // contended row gives a retryable 1205 rather than a lost connection.
   st->execute("SET SESSION time_zone = '+00:00', autocommit = 1, timestamp = DEFAULT, innodb_lock_wait_timeout = " +
-              std::to_string(io_timeout_seconds_ > 1 ? io_timeout_seconds_ - 1 : 1));
+              std::to_string(lock_wait_seconds_));
   st->execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
   std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT CONNECTION_ID()"));
   if (rs->next()) server_id_ = rs->getUInt64(1);

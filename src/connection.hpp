@@ -29,8 +29,33 @@ struct ConnectionSettings {
   std::string database;
   Millis connect_timeout{5'000};
   Millis io_timeout{10'000};
+  // Server-side row lock wait (innodb_lock_wait_timeout), whole seconds.
+  // 0: one second less than io_timeout, so a contended row gives a
+  // retryable 1205 rather than a lost connection.
+  int lock_wait_seconds = 0;
 
   static ConnectionSettings from(const Options& options);
+};
+
+// The time budget of one library call, as a deadline for the calling
+// thread. The outermost CallBudget on a thread sets it; nested ones keep it.
+// Statement retries and waits for a pooled connection stay inside it, so a
+// call made of several statements (an acquire and its reconciling read, an
+// unlock) still ends within about io_timeout in total.
+class CallBudget {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit CallBudget(Millis budget);
+  ~CallBudget();
+  CallBudget(const CallBudget&) = delete;
+  CallBudget& operator=(const CallBudget&) = delete;
+  // The deadline in force on this thread, or time_point::max() if none.
+  static Clock::time_point deadline();
+  // True if `more` fits before the deadline (always true without one).
+  static bool allows(Clock::duration more);
+
+ private:
+  bool outermost_;
 };
 
 // MySQL error numbers the library reacts to.
@@ -81,6 +106,10 @@ class Connection {
   // Re-applies the session settings. Throws BackendError.
   void reset_session();
 
+  // Seconds the server lets a statement wait for a row lock (session's
+  // innodb_lock_wait_timeout).
+  int lock_wait_seconds() const { return lock_wait_seconds_; }
+
   // Server-side id (CONNECTION_ID()), for diagnostics and KILL.
   std::uint64_t server_id() const { return server_id_; }
   bool broken() const { return broken_; }
@@ -91,6 +120,10 @@ class Connection {
   std::chrono::steady_clock::time_point last_used() const { return last_used_; }
   void touch() { last_used_ = std::chrono::steady_clock::now(); }
 
+  // The pool's error epoch when this connection was last known to be alive
+  // (see ConnectionPool).
+  std::uint64_t checked_epoch = 0;
+
  private:
   Connection() = default;
   void apply_session_settings();
@@ -99,6 +132,7 @@ class Connection {
   std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> statements_;
   std::uint64_t server_id_ = 0;
   int io_timeout_seconds_ = 10;
+  int lock_wait_seconds_ = 9;
   bool broken_ = false;
   bool session_dirty_ = false;
   std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();

@@ -19,9 +19,10 @@ std::size_t ConnectionPool::open_count() const {
 }
 
 PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
-  const auto deadline = std::chrono::steady_clock::now() + settings_.io_timeout;
+  const auto deadline = std::min(std::chrono::steady_clock::now() + settings_.io_timeout, CallBudget::deadline());
   for (;;) {
     std::unique_ptr<Connection> candidate;
+    std::uint64_t epoch = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (!returned_.wait_until(lock, deadline, [&] { return !idle_.empty() || open_ < size_; })) {
@@ -30,7 +31,9 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
                                std::to_string(size_) + ")",
                            0, "");
       }
-      if (!idle_.empty()) {
+      if (idle_.empty()) {
+        ++open_;  // reserve the slot before connecting outside the lock
+      } else {
         auto it = idle_.end() - 1;  // LIFO: the warmest
         if (preferred != 0) {
           auto mine = std::find_if(idle_.begin(), idle_.end(),
@@ -39,29 +42,60 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
         }
         candidate = std::move(*it);
         idle_.erase(it);
-      } else {
-        ++open_;  // reserve the slot before connecting outside the lock
+        epoch = error_epoch_;
       }
     }
-    if (!candidate) {
-      std::unique_ptr<Connection> fresh;
-      try {
-        fresh = Connection::open(settings_);
-      } catch (...) {
-        std::lock_guard<std::mutex> guard(mutex_);
-        --open_;
-        returned_.notify_all();
-        throw;
-      }
-      return hand_out(std::move(fresh));
-    }
-    if (std::chrono::steady_clock::now() - candidate->last_used() < kPingAfterIdle || candidate->ping()) {
+    if (!candidate) return open_new();
+    const bool suspect = candidate->checked_epoch < epoch ||
+                         std::chrono::steady_clock::now() - candidate->last_used() >= kPingAfterIdle;
+    if (!suspect || candidate->ping()) {
+      candidate->checked_epoch = epoch;
       return hand_out(std::move(candidate));
     }
-    // Died while idle: drop it and try again (a fresh slot is now free).
+    // Dead: drop it and try again (a fresh slot is now free).
     std::lock_guard<std::mutex> guard(mutex_);
     --open_;
   }
+}
+
+PooledConnection ConnectionPool::acquire_fresh() {
+  std::unique_ptr<Connection> closing;
+  bool reserved = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (open_ >= size_ && !idle_.empty()) {
+      closing = std::move(idle_.front());  // the coldest
+      idle_.erase(idle_.begin());
+      --open_;
+    }
+    if (open_ < size_) {
+      ++open_;
+      reserved = true;
+    }
+  }
+  closing.reset();  // outside the lock: closing a dead socket can block
+  // Every connection in use: take the next one returned (validated by the
+  // epoch check, since the connection that died bumped the epoch).
+  return reserved ? open_new() : acquire();
+}
+
+PooledConnection ConnectionPool::open_new() {
+  std::unique_ptr<Connection> fresh;
+  std::uint64_t epoch = 0;
+  try {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      epoch = error_epoch_;
+    }
+    fresh = Connection::open(settings_);
+  } catch (...) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    --open_;
+    returned_.notify_all();
+    throw;
+  }
+  fresh->checked_epoch = epoch;
+  return hand_out(std::move(fresh));
 }
 
 std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_t server_id) {
@@ -127,6 +161,7 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
       in_use_.erase(it);
     if (connection->broken()) {
       --open_;
+      ++error_epoch_;
       dropped = std::move(connection);
     } else {
       idle_.push_back(std::move(connection));

@@ -8,6 +8,12 @@
 // sat idle for a while is pinged before reuse, since the server may have
 // closed it (wait_timeout).
 //
+// A broken connection coming back is also news about the others: the server
+// may have restarted or killed this client's sessions. It starts a new
+// "error epoch", and every connection not checked since is pinged before it
+// is handed out again, so a call made once the server answers again gets a
+// live connection instead of failing on a dead idle one.
+//
 // Thread safety: acquire() may be called from any thread. A PooledConnection
 // is used by one thread at a time.
 #pragma once
@@ -64,7 +70,12 @@ class ConnectionPool {
   // `preferred`: the server id of a connection to hand out if it is idle
   // (callers pass the one their thread used last, so a thread tends to keep
   // its connection, and with it any session-bound state it left there).
+  // Waits no longer than the calling thread's CallBudget either.
   PooledConnection acquire(std::uint64_t preferred = 0);
+  // A newly opened connection (closing an idle one if the pool is full),
+  // for reading back the outcome of a statement whose connection died:
+  // that read must not run on another connection the same fault killed.
+  PooledConnection acquire_fresh();
 
   // Session-bound state (a hold's doorbell, see doorbell.hpp) can only be
   // given back by the session that took it. These two never wait:
@@ -88,6 +99,7 @@ class ConnectionPool {
   friend class PooledConnection;
   void give_back(std::unique_ptr<Connection> connection);
   PooledConnection hand_out(std::unique_ptr<Connection> connection);
+  PooledConnection open_new();
 
   const ConnectionSettings settings_;
   const std::size_t size_;
@@ -97,6 +109,7 @@ class ConnectionPool {
   std::vector<std::uint64_t> in_use_;  // server ids of the connections handed out
   std::unordered_map<std::uint64_t, std::vector<std::function<void(Connection&)>>> on_return_;
   std::size_t open_ = 0;
+  std::uint64_t error_epoch_ = 0;  // bumped by every broken connection returned
 };
 
 }  // namespace dlock::details

@@ -1,5 +1,8 @@
 #include "doorbell.hpp"
 
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,6 +51,32 @@ std::string doorbell_name(std::string_view database, std::string_view table, std
   return out;
 }
 
+bool interrupt_doorbell_wait(Connection& killer, std::uint64_t server_id) {
+  try {
+    // The statement text of a doorbell wait is LockTable::wait_for_doorbell's.
+    auto& ps = killer.prepared(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
+        "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND INFO LIKE 'SELECT IF(IS_FREE_LOCK(%'");
+    ps.setUInt64(1, server_id);
+    bool ours = false;
+    {
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      ours = rs->next() && rs->getInt(1) == 1;
+    }
+    if (!ours) return false;
+    killer.execute_plain("KILL QUERY " + std::to_string(server_id));
+    return true;
+  } catch (const sql::SQLException& e) {
+    if (e.getErrorCode() == mysql_error::kUnknownThread) return false;  // ended meanwhile: nothing to stop
+    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) killer.mark_broken();
+    throw to_backend_error(e, "interrupting a doorbell wait");
+  }
+}
+
+std::function<bool()> DoorbellWatcher::still_waiting(const Slot& slot) {
+  return [waiting = slot.waiting, wait = slot.waiting->load()] { return wait != 0 && waiting->load() == wait; };
+}
+
 DoorbellWatcher::DoorbellWatcher(ConnectionSettings settings, const LockTable& table, std::string database,
                                  std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger,
                                  Hooks hooks, std::chrono::milliseconds close_idle_after)
@@ -68,12 +97,12 @@ DoorbellWatcher::~DoorbellWatcher() {
   // A KILL QUERY sent just before the statement reaches the server is lost,
   // so it is repeated until every blocked session has come back.
   for (;;) {
-    std::vector<std::uint64_t> blocked;
+    std::vector<std::pair<std::uint64_t, std::function<bool()>>> blocked;
     for (auto& slot : slots_)
-      if (slot->blocked && slot->server_id != 0) blocked.push_back(slot->server_id);
+      if (slot->blocked && slot->server_id != 0) blocked.emplace_back(slot->server_id, still_waiting(*slot));
     if (blocked.empty()) break;
     lock.unlock();
-    for (auto id : blocked) hooks_.interrupt(id);
+    for (auto& [id, check] : blocked) hooks_.interrupt(id, check);
     lock.lock();
     work_.wait_for(lock, std::chrono::milliseconds(200), [&] {
       for (auto& slot : slots_)
@@ -125,6 +154,7 @@ void DoorbellWatcher::adopt_queued(Slot& slot) {
 
 void DoorbellWatcher::disarm(const std::string& name) {
   std::uint64_t interrupt = 0;
+  std::function<bool()> check;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     silent_.erase(name);
@@ -142,8 +172,9 @@ void DoorbellWatcher::disarm(const std::string& name) {
     if (slot.cancelled) return;
     slot.cancelled = true;
     interrupt = slot.server_id;
+    check = still_waiting(slot);
   }
-  if (interrupt != 0) hooks_.interrupt(interrupt);
+  if (interrupt != 0) hooks_.interrupt(interrupt, std::move(check));
 }
 
 void DoorbellWatcher::run(Slot& slot) {
@@ -166,6 +197,7 @@ void DoorbellWatcher::run(Slot& slot) {
     if (stopping_) return;
     const std::string name = slot.name;
     slot.blocked = true;
+    slot.waiting->store(++slot.waits);
     lock.unlock();
 
     LockTable::Ring ring = LockTable::Ring::kInterrupted;
@@ -193,6 +225,7 @@ void DoorbellWatcher::run(Slot& slot) {
 
     lock.lock();
     slot.blocked = false;
+    slot.waiting->store(0);
     if (failed) slot.server_id = 0;
     bool ring_now = false;
     const bool keep = !failed && settle(slot, ring, ring_now);

@@ -32,6 +32,7 @@
 // concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -59,6 +60,13 @@ namespace dlock::details {
 // collide share a doorbell, which only costs spurious or missed rings.
 std::string doorbell_name(std::string_view database, std::string_view table, std::string_view name);
 
+// Sends KILL QUERY for session `server_id` from `killer`, only if that
+// session belongs to the same account and is running a doorbell wait.
+// Connection ids restart with the server, so an id remembered from before a
+// restart may name a stranger's session by now: this checks before it
+// kills. Returns true if a KILL was sent. Throws BackendError.
+bool interrupt_doorbell_wait(Connection& killer, std::uint64_t server_id);
+
 class DoorbellWatcher {
  public:
   struct Hooks {
@@ -67,8 +75,10 @@ class DoorbellWatcher {
     // True while some local thread waits for the name.
     std::function<bool(const std::string& name)> waited;
     // Interrupts the statement running on the session with this server id
-    // (KILL QUERY), using some other connection.
-    std::function<void(std::uint64_t server_id)> interrupt;
+    // (KILL QUERY), using some other connection, but only if
+    // `still_waiting()` is true when the KILL is about to be sent (the hook
+    // may run later, on another thread; the function stays valid).
+    std::function<void(std::uint64_t server_id, std::function<bool()> still_waiting)> interrupt;
   };
 
   // A dedicated connection unused this long is closed (and opened again when
@@ -104,7 +114,13 @@ class DoorbellWatcher {
     std::string name;                        // empty: idle
     bool blocked = false;                    // inside wait_for_doorbell
     bool cancelled = false;                  // disarm() interrupted it
+    // Sequence number of the wait in progress, 0 between waits; shared with
+    // interrupt jobs so a late one can tell its wait has ended.
+    std::shared_ptr<std::atomic<std::uint64_t>> waiting = std::make_shared<std::atomic<std::uint64_t>>(0);
+    std::uint64_t waits = 0;
   };
+  // The interrupt hook's still_waiting() for the slot's current wait.
+  static std::function<bool()> still_waiting(const Slot& slot);
   void run(Slot& slot);
   // Result of one wait, handled under mutex_. True: keep watching the name.
   bool settle(Slot& slot, LockTable::Ring ring, bool& ring_now);

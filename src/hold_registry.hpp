@@ -1,16 +1,19 @@
-// This client's local view of its holds, keyed by (name, thread).
+// This client's local view of its holds, keyed by (name, owner).
 //
 // The database row is the truth; this registry remembers what the client
-// needs without asking it: the hold count the next statement will write, the
-// mode (watchdog or fixed lease), the fence once known, and the local lease
+// needs without asking it: the hold's random id (which every statement of
+// the hold matches), the hold count the next statement will write, the mode
+// (watchdog or fixed lease), the fence once known, and the local lease
 // deadline, measured on steady_clock from when the acquiring or renewing
 // statement was sent (so it always ends no later than the server's expiry).
 //
 // A hold found lost stays registered, marked lost, until its owner has
 // called unlock() as many times as it called lock(): unlock() must not throw
-// NotHeldError just because the database took the lock away. Each acquisition
-// from free gets a new generation, so the watchdog never confuses a hold with
-// a later one on the same key.
+// NotHeldError just because the database took the lock away, and an acquire
+// meanwhile throws LockLostError instead of silently starting a new hold. A
+// lost hold is never revived. Each acquisition from free gets a new
+// generation, so the watchdog never confuses a hold with a later one on the
+// same key.
 //
 // Thread safety: every member is safe to call concurrently.
 #pragma once
@@ -24,11 +27,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lock_table.hpp"
+
 namespace dlock::details {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct Hold {
+  std::uint64_t hold_id = 0;
   unsigned count = 0;
   std::uint64_t fence = 0;  // 0 until known
   bool watchdog = false;
@@ -43,7 +49,8 @@ struct Hold {
 // A hold as the watchdog sees it.
 struct HoldRef {
   std::string name;
-  std::uint64_t thread = 0;
+  std::uint64_t owner = 0;
+  std::uint64_t hold_id = 0;
   std::uint64_t generation = 0;
   std::uint64_t fence = 0;
   SteadyTime deadline{};
@@ -51,37 +58,42 @@ struct HoldRef {
 
 class HoldRegistry {
  public:
-  std::optional<Hold> find(std::string_view name, std::uint64_t thread) const;
+  std::optional<Hold> find(std::string_view name, std::uint64_t owner) const;
+  // True if some owner of this client has a live hold on `name` with this id.
+  bool is_ours(std::string_view name, std::uint64_t hold_id) const;
 
-  // Records a successful acquire that leaves the count at `count`. `fresh`:
-  // the row was taken from free (new generation, not lost, fence = `fence`);
-  // otherwise a reentrant acquire of the live hold (generation kept).
-  // `doorbell_session` is recorded for a fresh hold only.
-  void record_acquire(std::string_view name, std::uint64_t thread, unsigned count, bool watchdog, SteadyTime deadline,
-                      std::uint64_t fence, bool fresh, std::uint64_t doorbell_session = 0);
+  // Records a hold just taken from free, count `count` (1), as a new
+  // generation. Replaces nothing: the caller checked there was no entry.
+  void record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count, bool watchdog,
+                    SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session);
+  // Records a reentrant acquire of the hold of `generation`: count, mode and
+  // deadline. False, changing nothing, if that hold is gone or was marked
+  // lost meanwhile (a lost hold is never revived).
+  bool record_reentrant(std::string_view name, std::uint64_t owner, std::uint64_t generation, unsigned count,
+                        bool watchdog, SteadyTime deadline);
   // Consumes one hold for unlock(): returns the hold as it was before, and
   // leaves count - 1 registered (nothing at 0). nullopt: no hold (misuse).
-  std::optional<Hold> take_one(std::string_view name, std::uint64_t thread);
+  std::optional<Hold> take_one(std::string_view name, std::uint64_t owner);
   // Marks the hold of `generation` lost. Returns it if it was live until now
   // (so the caller reports each loss exactly once), with the doorbell session
   // it had; the registry forgets that session, since the caller gives the
   // doorbell back at once (a lost hold keeps none).
-  std::optional<Hold> mark_lost(std::string_view name, std::uint64_t thread, std::uint64_t generation);
-  void set_fence(std::string_view name, std::uint64_t thread, std::uint64_t generation, std::uint64_t fence);
+  std::optional<Hold> mark_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation);
+  void set_fence(std::string_view name, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence);
 
   // Live watchdog-mode holds, for one renewal round.
   std::vector<HoldRef> watchdog_holds() const;
   // Moves the deadline of each still-current hold in `refs` to `deadline`.
   void extend(const std::vector<HoldRef>& refs, SteadyTime deadline);
-  // Distinct names of every registered hold (shutdown).
-  std::vector<std::string> names() const;
+  // Every live hold (shutdown).
+  std::vector<NamedHold> live() const;
   std::size_t size() const;
 
  private:
-  static std::string key(std::string_view name, std::uint64_t thread);
+  static std::string key(std::string_view name, std::uint64_t owner);
   struct Entry {
     std::string name;
-    std::uint64_t thread;
+    std::uint64_t owner;
     Hold hold;
   };
 

@@ -38,7 +38,6 @@ class Binder {
     ps_.setInt(next_++, v ? 1 : 0);
     return *this;
   }
-  Binder& owner(const Owner& o) { return text(o.machine).u64(o.thread); }
 
  private:
   sql::PreparedStatement& ps_;
@@ -47,10 +46,13 @@ class Binder {
 
 }  // namespace
 
-// Runs `body`; deadlocks and lock-wait timeouts were rolled back by the
-// server and are simply run again after a short randomised pause.
-template <class Body>
-auto LockTable::run(Connection& c, const char* what, Body&& body) const {
+// Deadlocks and lock-wait timeouts were rolled back by the server, so the
+// statement may simply run again after a short randomised pause, as long as
+// the call's budget leaves room for another full lock wait: a row locked by
+// a foreign transaction then fails the call within about io_timeout instead
+// of once per retry.
+template <class Body, class Undo>
+auto LockTable::run(Connection& c, const char* what, Body&& body, Undo&& undo) const {
   thread_local std::minstd_rand jitter(std::random_device{}());
   for (int attempt = 1;; ++attempt) {
     try {
@@ -59,20 +61,39 @@ auto LockTable::run(Connection& c, const char* what, Body&& body) const {
       return result;
     } catch (const sql::SQLException& e) {
       const int code = e.getErrorCode();
-      if (is_retryable(code) && attempt < kMaxAttempts) {
-        if (logger_) logger_->warn("dlock: {}: MySQL error {} ({}); retry {} of {}", what, code, e.what(), attempt,
-                                   kMaxAttempts - 1);
-        std::this_thread::sleep_for(std::chrono::microseconds(200 * attempt + jitter() % 1000));
-        continue;
-      }
       // Code 0 is Connector/C++'s own failure (closed connection or
       // statement): as unknown as a lost connection.
       if (code == 0 || is_connection_error(code)) {
         c.mark_broken();
         throw OutcomeUnknown(to_backend_error(e, what));
       }
+      undo();
+      const auto pause = std::chrono::microseconds(200 * attempt + jitter() % 1000);
+      if (is_retryable(code) && attempt < kMaxAttempts &&
+          CallBudget::allows(pause + std::chrono::seconds(c.lock_wait_seconds()))) {
+        if (logger_) logger_->warn("dlock: {}: MySQL error {} ({}); retry {} of {}", what, code, e.what(), attempt,
+                                   kMaxAttempts - 1);
+        std::this_thread::sleep_for(pause);
+        continue;
+      }
       throw to_backend_error(e, what);
     }
+  }
+}
+
+template <class Body>
+auto LockTable::run(Connection& c, const char* what, Body&& body) const {
+  return run(c, what, std::forward<Body>(body), [] {});
+}
+
+void LockTable::give_back_quietly(Connection& c, const std::string& doorbell) const {
+  try {
+    auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
+    ps.setString(1, doorbell);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+  } catch (const sql::SQLException& e) {
+    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) c.mark_broken();
+    if (logger_) logger_->debug("dlock: could not give back doorbell {}: {}", doorbell, e.what());
   }
 }
 
@@ -83,7 +104,7 @@ std::int64_t update(sql::PreparedStatement& ps) { return ps.executeUpdate(); }
 // Row columns in the order every SELECT below lists them.
 const char* const kRowColumns =
     "lock_name, machine_id, thread_id, state, (is_locked = 1 AND expire_time > NOW(6)), fence, "
-    "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog";
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog, hold_id";
 
 LockRow to_row(sql::ResultSet& rs) {
   LockRow row;
@@ -96,6 +117,7 @@ LockRow to_row(sql::ResultSet& rs) {
   row.fence = rs.getUInt64(6);
   if (!rs.isNull(7)) row.ttl_us = rs.getInt64(7);
   row.watchdog = rs.getInt(8) == 1;
+  row.hold_id = rs.isNull(9) ? 0 : rs.getUInt64(9);
   return row;
 }
 
@@ -132,17 +154,18 @@ void bind_names(Binder& b, const std::vector<std::string>& names, std::size_t fi
 
 LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
     : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {
-  // A row is free for the taking when unlocked, expired, or already this
-  // owner's (a ghost left by an acquire whose reply was lost).
-  const std::string takeable = "(is_locked = 0 OR expire_time <= NOW(6) OR (machine_id <=> ? AND thread_id <=> ?))";
-  const std::string mine = "(machine_id <=> ? AND thread_id <=> ?)";
+  // A row is free for the taking when unlocked or expired. The third case is
+  // this very statement's own earlier run (same fresh hold id), met only when
+  // a statement whose outcome was unknown is run again: a fresh hold id
+  // matches no live row, so no live hold is ever taken over.
+  const std::string takeable = "(is_locked = 0 OR expire_time <= NOW(6) OR hold_id <=> ?)";
+  const std::string mine = "(hold_id <=> ?)";
   // ON DUPLICATE KEY UPDATE assigns left to right and later expressions see
-  // earlier assignments. So every column the `takeable` test reads is
-  // assigned after the test's last use: fence/state/watchdog/thread_id test
-  // the original row; machine_id's test still holds (thread_id is already
-  // ours exactly when the row was taken); after that "the owner is us" is the
-  // outcome, and expire_time/is_locked follow it. A refused attempt changes
-  // no column, so the server reports 0 affected rows; 1 = inserted, 2 = taken.
+  // earlier assignments. So every column the `takeable` test reads
+  // (is_locked, expire_time, hold_id) is assigned after its last use; once
+  // hold_id is assigned, "the hold id is ours" is the outcome, and
+  // expire_time/is_locked follow it. A refused attempt changes no column, so
+  // the server reports 0 affected rows; 1 = inserted, 2 = taken.
   // The doorbell (a user-level lock, see doorbell.hpp) rides in the
   // is_locked assignment, evaluated only when the row is taken: "0 *" keeps
   // the column's value and COALESCE keeps a NULL (error) from reaching it.
@@ -151,34 +174,36 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   const std::string take_doorbell = "0 * COALESCE(GET_LOCK(?, 0), 0)";
   const auto acquire_sql = [&](const std::string& taken_is_locked) {
     return "INSERT INTO " + quoted_ +
-                 " (lock_name, machine_id, thread_id, state, is_locked, watchdog, expire_time, fence)"
-                 " VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
-                 " ON DUPLICATE KEY UPDATE"
-                 " fence = IF(" + takeable + ", fence + 1, fence),"
-                 " state = IF(" + takeable + ", ?, state),"
-                 " watchdog = IF(" + takeable + ", ?, watchdog),"
-                 " thread_id = IF(" + takeable + ", ?, thread_id),"
-                 " machine_id = IF(" + takeable + ", ?, machine_id),"
-                 " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
-                 " is_locked = IF(" + mine + ", " + taken_is_locked + ", is_locked)";
+           " (lock_name, machine_id, thread_id, hold_id, state, is_locked, watchdog, expire_time, fence)"
+           " VALUES (?, ?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
+           " ON DUPLICATE KEY UPDATE"
+           " fence = IF(" + takeable + ", fence + 1, fence),"
+           " state = IF(" + takeable + ", ?, state),"
+           " watchdog = IF(" + takeable + ", ?, watchdog),"
+           " thread_id = IF(" + takeable + ", ?, thread_id),"
+           " machine_id = IF(" + takeable + ", ?, machine_id),"
+           " hold_id = IF(" + takeable + ", ?, hold_id),"
+           " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
+           " is_locked = IF(" + mine + ", " + taken_is_locked + ", is_locked)";
   };
   acquire_sql_ = acquire_sql("1");
   acquire_doorbell_sql_ = acquire_sql("1 + " + take_doorbell);
   const auto take_sql = [&](const std::string& is_locked) {
     return "UPDATE " + quoted_ +
-           " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, is_locked = " +
-           is_locked + ", expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
+           " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, hold_id = ?,"
+           " is_locked = " + is_locked +
+           ", expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
   };
   take_sql_ = take_sql("1");
   take_doorbell_sql_ = take_sql("1 + " + take_doorbell);
-  const std::string live_hold =
-      " WHERE lock_name = ? AND is_locked = 1 AND machine_id = ? AND thread_id = ? AND expire_time > NOW(6)";
+  const std::string live_hold = " WHERE lock_name = ? AND hold_id = ? AND is_locked = 1 AND expire_time > NOW(6)";
   reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
                    live_hold;
   release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
+  const std::string cleared = "state = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, hold_id = NULL, "
+                              "expire_time = NULL";
   const auto free_row_sql = [&](const std::string& is_locked) {
-    return "UPDATE " + quoted_ + " SET state = 0, is_locked = " + is_locked +
-           ", watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL" + live_hold;
+    return "UPDATE " + quoted_ + " SET is_locked = " + is_locked + ", " + cleared + live_hold;
   };
   free_row_sql_ = free_row_sql("0");
   // The doorbell is given back while the statement still holds the row lock:
@@ -186,17 +211,18 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   free_row_doorbell_sql_ = free_row_sql("0 * COALESCE(RELEASE_LOCK(?), 0)");
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
   free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
-  force_sql_ = "UPDATE " + quoted_ +
-               " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, expire_time = NULL"
+  force_sql_ = "UPDATE " + quoted_ + " SET is_locked = 0, " + cleared +
                " WHERE lock_name = ? AND is_locked = 1 AND expire_time > NOW(6)";
+  release_all_sql_ = "UPDATE " + quoted_ + " SET is_locked = 0, " + cleared + " WHERE is_locked = 1 AND lock_name IN (";
 }
 
 std::string LockTable::create_table_sql() const {
   return "CREATE TABLE IF NOT EXISTS " + quoted_ +
          " (\n"
          "  lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',\n"
-         "  machine_id   VARBINARY(64)   NULL     COMMENT 'holding client instance; NULL when free',\n"
-         "  thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding thread within that client',\n"
+         "  machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',\n"
+         "  thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding owner within that client',\n"
+         "  hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the current hold; NULL when free',\n"
          "  state        INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'hold count (reentrancy)',\n"
          "  is_locked    TINYINT(1)      NOT NULL DEFAULT 0,\n"
          "  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',\n"
@@ -208,69 +234,128 @@ std::string LockTable::create_table_sql() const {
          ") ENGINE=InnoDB COMMENT='dlock: one row per lock name, never deleted'";
 }
 
+std::vector<std::string> LockTable::upgrade_sql() const {
+  // Tables made before hold ids (0.1.0) lack the column; their rows are all
+  // taken as free or expired by their next acquire, which writes one.
+  return {"ALTER TABLE " + quoted_ +
+          " ADD COLUMN hold_id BIGINT UNSIGNED NULL COMMENT 'random id of the current hold; NULL when free'"
+          " AFTER thread_id"};
+}
+
+namespace {
+
+// 0: no table; 1: a table without hold_id (made by 0.1.0); 2: current.
+int schema_version(Connection& c, const std::string& table) {
+  auto& ps = c.prepared(
+      "SELECT COUNT(*), COALESCE(SUM(COLUMN_NAME = 'hold_id'), 0) FROM information_schema.COLUMNS"
+      " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?");
+  ps.setString(1, table);
+  std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+  if (!rs->next() || rs->getInt(1) == 0) return 0;
+  return rs->getInt(2) == 1 ? 2 : 1;
+}
+
+}  // namespace
+
 void LockTable::create_table(Connection& c) const {
   run(c, "creating the lock table", [&] {
     c.execute_plain(create_table_sql());
+    if (schema_version(c, table_) == 1) {
+      if (logger_) logger_->info("dlock: upgrading lock table {} (adding column hold_id)", table_);
+      for (const auto& sql : upgrade_sql()) c.execute_plain(sql);
+    }
     return 0;
   });
 }
 
-AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+void LockTable::check_schema(Connection& c) const {
+  const int version = run(c, "checking the lock table", [&] { return schema_version(c, table_); });
+  if (version == 0) {
+    throw BackendError("dlock: lock table " + table_ + " does not exist; create it with `dlock init` (or let the "
+                           "client create it: Options::create_table)",
+                       1146, "42S02");
+  }
+  if (version == 1) {
+    throw BackendError("dlock: lock table " + table_ + " was created by an earlier dlock version (no hold_id "
+                           "column); upgrade it with `dlock init` (or let the client do it: Options::create_table)",
+                       1054, "42S22");
+  }
+}
+
+AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Holder& holder, unsigned state,
                                  std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
-  const auto affected = run(c, "acquiring a lock", [&] {
-    auto& ps = c.prepared(doorbell != nullptr ? acquire_doorbell_sql_ : acquire_sql_);
-    Binder b(ps);
-    b.text(name).owner(owner).u64(state).flag(watchdog).i64(lease_us);
-    b.owner(owner);                 // fence
-    b.owner(owner).u64(state);      // state
-    b.owner(owner).flag(watchdog);  // watchdog
-    b.owner(owner).u64(owner.thread);
-    b.owner(owner).text(owner.machine);
-    b.owner(owner).i64(lease_us);  // expire_time
-    b.owner(owner);                // is_locked
-    if (doorbell != nullptr) b.text(*doorbell);
-    return update(ps);
-  });
+  const auto affected = run(
+      c, "acquiring a lock",
+      [&] {
+        auto& ps = c.prepared(doorbell != nullptr ? acquire_doorbell_sql_ : acquire_sql_);
+        Binder b(ps);
+        b.text(name).text(holder.label).u64(holder.owner).u64(holder.hold_id).u64(state).flag(watchdog).i64(lease_us);
+        b.u64(holder.hold_id);                          // fence
+        b.u64(holder.hold_id).u64(state);               // state
+        b.u64(holder.hold_id).flag(watchdog);           // watchdog
+        b.u64(holder.hold_id).u64(holder.owner);        // thread_id
+        b.u64(holder.hold_id).text(holder.label);       // machine_id
+        b.u64(holder.hold_id).u64(holder.hold_id);      // hold_id
+        b.u64(holder.hold_id).i64(lease_us);            // expire_time
+        b.u64(holder.hold_id);                          // is_locked
+        if (doorbell != nullptr) b.text(*doorbell);
+        return update(ps);
+      },
+      [&] {
+        if (doorbell != nullptr) give_back_quietly(c, *doorbell);
+      });
   if (affected == 1) return AcquireResult::kInserted;
   if (affected == 2) return AcquireResult::kTaken;
   return AcquireResult::kRefused;
 }
 
-bool LockTable::take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
-                     bool watchdog, const std::string* doorbell) const {
-  return run(c, "acquiring a lock", [&] {
-           auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
-           Binder b(ps);
-           b.u64(state).flag(watchdog).owner(owner);
-           if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
-           b.i64(lease_us).text(name).owner(owner);
-           return update(ps);
-         }) > 0;
+bool LockTable::take(Connection& c, std::string_view name, const Holder& holder, unsigned state,
+                     std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
+  return run(
+             c, "acquiring a lock",
+             [&] {
+               auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
+               Binder b(ps);
+               b.u64(state).flag(watchdog).text(holder.label).u64(holder.owner).u64(holder.hold_id);
+               if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
+               b.i64(lease_us).text(name).u64(holder.hold_id);
+               return update(ps);
+             },
+             [&] {
+               if (doorbell != nullptr) give_back_quietly(c, *doorbell);
+             }) > 0;
 }
 
-bool LockTable::reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+bool LockTable::reacquire(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                           std::int64_t lease_us, bool watchdog) const {
   return run(c, "re-acquiring a held lock", [&] {
            auto& ps = c.prepared(reacquire_sql_);
-           Binder(ps).u64(state).flag(watchdog).i64(lease_us).text(name).owner(owner);
+           Binder(ps).u64(state).flag(watchdog).i64(lease_us).text(name).u64(hold_id);
            return update(ps);
          }) > 0;
 }
 
-bool LockTable::release(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+bool LockTable::release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                         const std::string* doorbell) const {
-  return run(c, "releasing a lock", [&] {
-           if (state == 0) {
-             auto& ps = c.prepared(doorbell != nullptr ? free_row_doorbell_sql_ : free_row_sql_);
-             Binder b(ps);
-             if (doorbell != nullptr) b.text(*doorbell);
-             b.text(name).owner(owner);
-             return update(ps);
-           }
-           auto& ps = c.prepared(release_sql_);
-           Binder(ps).u64(state).text(name).owner(owner);
-           return update(ps);
-         }) > 0;
+  return run(
+             c, "releasing a lock",
+             [&] {
+               if (state == 0) {
+                 auto& ps = c.prepared(doorbell != nullptr ? free_row_doorbell_sql_ : free_row_sql_);
+                 Binder b(ps);
+                 if (doorbell != nullptr) b.text(*doorbell);
+                 b.text(name).u64(hold_id);
+                 return update(ps);
+               }
+               auto& ps = c.prepared(release_sql_);
+               Binder(ps).u64(state).text(name).u64(hold_id);
+               return update(ps);
+             },
+             [&] {
+               // The row may stay held (it expires with its lease), but the
+               // doorbell must not outlive this attempt on a pooled session.
+               if (doorbell != nullptr) give_back_quietly(c, *doorbell);
+             }) > 0;
 }
 
 bool LockTable::take_doorbell(Connection& c, const std::string& doorbell) const {
@@ -319,20 +404,85 @@ LockTable::Ring LockTable::wait_for_doorbell(Connection& c, const std::string& d
   }
 }
 
-std::size_t LockTable::renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,
-                             std::int64_t lease_us) const {
+namespace {
+
+// Binds the names of `holds[first, first + count)`, then their hold ids,
+// each padded to `bucket` by repeating the last one.
+void bind_holds(Binder& b, const std::vector<NamedHold>& holds, std::size_t first, std::size_t count,
+                std::size_t bucket) {
+  for (std::size_t i = 0; i < bucket; ++i) b.text(holds[first + std::min(i, count - 1)].name);
+  for (std::size_t i = 0; i < bucket; ++i) b.u64(holds[first + std::min(i, count - 1)].hold_id);
+}
+
+template <class Each>
+void for_each_hold_chunk(const std::vector<NamedHold>& holds, Each&& each) {
+  for (std::size_t first = 0; first < holds.size(); first += LockTable::kChunk) {
+    const std::size_t count = std::min(LockTable::kChunk, holds.size() - first);
+    each(first, count, bucket_for(count));
+  }
+}
+
+}  // namespace
+
+// Hold ids are random 64-bit values, so matching names and ids as two
+// independent lists cannot pair one hold's name with another's id.
+std::string LockTable::renew_sql(std::size_t bucket) const {
+  return "UPDATE " + quoted_ +
+         " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+         " WHERE is_locked = 1 AND watchdog = 1 AND expire_time > NOW(6) AND lock_name IN (" +
+         placeholders(bucket) + ") AND hold_id IN (" + placeholders(bucket) + ")";
+}
+
+std::size_t LockTable::renew(Connection& c, const std::vector<NamedHold>& holds, std::int64_t lease_us) const {
   std::size_t renewed = 0;
-  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+  for_each_hold_chunk(holds, [&](std::size_t first, std::size_t count, std::size_t bucket) {
     renewed += static_cast<std::size_t>(run(c, "renewing leases", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ +
-                            " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND"
-                            " WHERE machine_id = ? AND is_locked = 1 AND watchdog = 1 AND expire_time > NOW(6)"
-                            " AND lock_name IN (" +
-                            placeholders(bucket) + ")");
+      auto& ps = c.prepared(renew_sql(bucket));
       Binder b(ps);
-      b.i64(lease_us).text(machine);
-      bind_names(b, names, first, count, bucket);
+      b.i64(lease_us);
+      bind_holds(b, holds, first, count, bucket);
       return update(ps);
+    }));
+  });
+  return renewed;
+}
+
+std::size_t LockTable::renew_skipping_locked(Connection& c, const std::vector<NamedHold>& holds,
+                                             std::int64_t lease_us) const {
+  std::size_t renewed = 0;
+  for_each_hold_chunk(holds, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    renewed += static_cast<std::size_t>(run(c, "renewing leases around locked rows", [&] {
+      c.execute_plain("START TRANSACTION");
+      try {
+        std::vector<NamedHold> unlocked;
+        {
+          auto& ps = c.prepared("SELECT lock_name, hold_id FROM " + quoted_ +
+                                " WHERE is_locked = 1 AND watchdog = 1 AND lock_name IN (" + placeholders(bucket) +
+                                ") AND hold_id IN (" + placeholders(bucket) + ") FOR UPDATE SKIP LOCKED");
+          Binder b(ps);
+          bind_holds(b, holds, first, count, bucket);
+          std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+          while (rs->next()) unlocked.push_back(NamedHold{rs->getString(1), rs->getUInt64(2)});
+        }
+        std::int64_t n = 0;
+        if (!unlocked.empty()) {
+          const std::size_t b2 = bucket_for(unlocked.size());
+          auto& ps = c.prepared(renew_sql(b2));
+          Binder b(ps);
+          b.i64(lease_us);
+          bind_holds(b, unlocked, 0, unlocked.size(), b2);
+          n = update(ps);
+        }
+        c.execute_plain("COMMIT");
+        return n;
+      } catch (...) {
+        try {
+          c.execute_plain("ROLLBACK");
+        } catch (const sql::SQLException&) {
+          c.mark_broken();
+        }
+        throw;
+      }
     }));
   });
   return renewed;
@@ -400,18 +550,13 @@ bool LockTable::force_release(Connection& c, std::string_view name) const {
          }) > 0;
 }
 
-std::size_t LockTable::release_all(Connection& c, std::string_view machine,
-                                   const std::vector<std::string>& names) const {
+std::size_t LockTable::release_all(Connection& c, const std::vector<NamedHold>& holds) const {
   std::size_t released = 0;
-  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+  for_each_hold_chunk(holds, [&](std::size_t first, std::size_t count, std::size_t bucket) {
     released += static_cast<std::size_t>(run(c, "releasing this client's holds", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ +
-                            " SET state = 0, is_locked = 0, watchdog = 0, machine_id = NULL, thread_id = NULL,"
-                            " expire_time = NULL WHERE machine_id = ? AND is_locked = 1 AND lock_name IN (" +
-                            placeholders(bucket) + ")");
+      auto& ps = c.prepared(release_all_sql_ + placeholders(bucket) + ") AND hold_id IN (" + placeholders(bucket) + ")");
       Binder b(ps);
-      b.text(machine);
-      bind_names(b, names, first, count, bucket);
+      bind_holds(b, holds, first, count, bucket);
       return update(ps);
     }));
   });

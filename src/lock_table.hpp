@@ -6,8 +6,16 @@
 // 3"), never as "state + 1", so re-running a statement whose first run may
 // or may not have happened cannot make the count drift.
 //
+// Each hold is identified by a random 64-bit hold id, written with the row
+// when the hold is taken from free and checked by every later statement of
+// that hold (reacquire, release, renew). It is what makes two client
+// instances distinct owners even when they share a machine_id (a label for
+// operators), and what lets a reconciling read tell "this very statement
+// applied" from "some earlier hold of mine is in the row".
+//
 // Each method runs one statement (the IN-list methods one per chunk of up to
-// kChunk names), retries deadlocks and lock-wait timeouts itself, and throws
+// kChunk names), retries deadlocks and lock-wait timeouts itself while the
+// calling thread's CallBudget allows another full lock wait, and throws
 // BackendError otherwise. After a connection error it marks the connection
 // broken; the caller owns the decision of how to reconcile.
 #pragma once
@@ -27,9 +35,17 @@ class logger;
 
 namespace dlock::details {
 
-struct Owner {
-  std::string_view machine;
-  std::uint64_t thread;
+// Who writes a hold into a row.
+struct Holder {
+  std::string_view label;  // machine_id column: the client's label, for operators
+  std::uint64_t owner;     // thread_id column: the owner within that client
+  std::uint64_t hold_id;   // hold_id column: random, one per acquisition from free
+};
+
+// A hold this client has on a name, as the IN-list statements bind it.
+struct NamedHold {
+  std::string name;
+  std::uint64_t hold_id = 0;
 };
 
 // A lock row as seen by one read.
@@ -38,21 +54,24 @@ struct LockRow {
   bool exists = false;
   // Locked and unexpired by the server's clock.
   bool held = false;
-  std::string machine;  // empty when free
+  std::string machine;  // the holder's label; empty when free
   std::uint64_t thread = 0;
+  std::uint64_t hold_id = 0;  // 0 when free
   unsigned state = 0;
   std::uint64_t fence = 0;
   // Microseconds of lease left (negative when expired); nullopt when free.
   std::optional<std::int64_t> ttl_us;
   bool watchdog = false;
 
-  bool held_by(const Owner& owner) const { return held && machine == owner.machine && thread == owner.thread; }
+  // Held, unexpired, by the hold with this id.
+  bool held_by(std::uint64_t id) const { return held && id != 0 && hold_id == id; }
 };
 
 enum class AcquireResult {
   kRefused,   // someone else holds it
   kInserted,  // first use of the name: fence is 1
-  kTaken,     // taken over a free, expired or own ghost row: fence bumped
+  kTaken,     // taken over a free or expired row (or this very statement's own
+              // earlier run, when reconciling): fence bumped
 };
 
 class LockTable {
@@ -64,11 +83,22 @@ class LockTable {
 
   const std::string& table() const { return table_; }
   std::string create_table_sql() const;
+  // The statements that bring a table created by an earlier version up to
+  // date (empty when none is needed), for `dlock init --print-sql`.
+  std::vector<std::string> upgrade_sql() const;
+  // CREATE TABLE IF NOT EXISTS, then the upgrade when the table lacks it.
   void create_table(Connection& c) const;
+  // Throws BackendError naming `dlock init` when the table lacks a column
+  // this version needs (create_table off and an older table).
+  void check_schema(Connection& c) const;
 
   // Fresh acquire (the caller holds no live hold): one upsert that inserts the
-  // row on first use, or takes it if free, expired, or a ghost of this very
-  // owner. Bumps the fence on every take. Sets state = `state`.
+  // row on first use, or takes it if free or expired. Bumps the fence on
+  // every take. Sets state = `state` and hold_id = holder.hold_id. A row
+  // that already carries holder.hold_id is taken too: that is this very
+  // statement's earlier run, re-run after its outcome was unknown (a fresh
+  // hold id never matches a live row, so a live hold of another client, or
+  // of this one, is never taken).
   //
   // `doorbell` (may be null): the user-level lock to take, inside the same
   // statement and only if the row is taken, so waiters in other clients can
@@ -77,22 +107,24 @@ class LockTable {
   // first insert of a name takes none (its VALUES are evaluated before the
   // server knows whether the row exists, so a refused attempt would take
   // it): the caller follows kInserted with take_doorbell().
-  AcquireResult acquire(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+  AcquireResult acquire(Connection& c, std::string_view name, const Holder& holder, unsigned state,
                         std::int64_t lease_us, bool watchdog, const std::string* doorbell) const;
   // Fresh acquire of a row known to exist: one conditional UPDATE (cheaper
   // than the upsert's insert-then-duplicate path). Same taking rule and
   // effects as acquire(). False: refused, or the row does not exist.
-  bool take(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+  bool take(Connection& c, std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
             bool watchdog, const std::string* doorbell) const;
-  // Reentrant acquire: only while the owner's hold is live. Sets state =
+  // Reentrant acquire: only while hold `hold_id` is live. Sets state =
   // `state`, restarts the lease, keeps the fence. False: the hold is gone.
-  bool reacquire(Connection& c, std::string_view name, const Owner& owner, unsigned state, std::int64_t lease_us,
+  bool reacquire(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
                  bool watchdog) const;
-  // Release down to `state` (0 frees the row), only while the owner's hold is
+  // Release down to `state` (0 frees the row), only while hold `hold_id` is
   // live. False: the hold was already lost.
   // `doorbell` (may be null; only with state 0): given back inside the same
   // statement when the row is freed, which wakes the sessions blocked on it.
-  bool release(Connection& c, std::string_view name, const Owner& owner, unsigned state,
+  // If the statement fails (an error, not a lost connection, whose session
+  // takes its user locks with it), the doorbell is given back on its own.
+  bool release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                const std::string* doorbell = nullptr) const;
   // Takes the doorbell on its own (after the first insert of a name, whose
   // statement cannot take it), never waiting. True if this session has it.
@@ -111,10 +143,14 @@ class LockTable {
   // `wait_seconds`, and gives it back at once so every waiting client hears
   // the same release. One statement.
   Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
-  // Renews the owner machine's live watchdog-mode holds among `names`.
-  // Returns how many rows were renewed.
-  std::size_t renew(Connection& c, std::string_view machine, const std::vector<std::string>& names,
-                    std::int64_t lease_us) const;
+  // Renews these live watchdog-mode holds (each matched by name and hold
+  // id). Returns how many rows were renewed.
+  std::size_t renew(Connection& c, const std::vector<NamedHold>& holds, std::int64_t lease_us) const;
+  // The same, skipping rows another transaction has locked instead of
+  // waiting for them (SELECT ... FOR UPDATE SKIP LOCKED, then the UPDATE,
+  // in one transaction): the watchdog's fallback after a lock wait timeout,
+  // so one row locked by a foreign transaction cannot starve the others.
+  std::size_t renew_skipping_locked(Connection& c, const std::vector<NamedHold>& holds, std::int64_t lease_us) const;
   // Names among `names` whose rows are free or expired now.
   std::vector<std::string> free_among(Connection& c, const std::vector<std::string>& names) const;
   // The row of `name` (exists == false if never used).
@@ -125,12 +161,21 @@ class LockTable {
   std::vector<LockRow> read_held(Connection& c) const;
   // Clears any live hold on `name`. True if one was cleared.
   bool force_release(Connection& c, std::string_view name) const;
-  // Frees every live hold of `machine` among `names` (shutdown).
-  std::size_t release_all(Connection& c, std::string_view machine, const std::vector<std::string>& names) const;
+  // Frees these holds (shutdown).
+  std::size_t release_all(Connection& c, const std::vector<NamedHold>& holds) const;
 
  private:
+  // Runs `body`, retrying deadlocks and lock-wait timeouts within the call's
+  // budget. `undo` runs (best effort) after any failure that left the
+  // session alive, before a retry or the throw: it gives back a doorbell the
+  // failed run may have taken (user-level locks are not transactional).
+  template <class Body, class Undo>
+  auto run(Connection& c, const char* what, Body&& body, Undo&& undo) const;
   template <class Body>
   auto run(Connection& c, const char* what, Body&& body) const;
+  // Gives back `doorbell` on this session, swallowing errors.
+  void give_back_quietly(Connection& c, const std::string& doorbell) const;
+  std::string renew_sql(std::size_t bucket) const;
 
   std::string table_;
   std::shared_ptr<spdlog::logger> logger_;
@@ -146,6 +191,7 @@ class LockTable {
   std::string free_sql_;
   std::string read_sql_;
   std::string force_sql_;
+  std::string release_all_sql_;
 };
 
 }  // namespace dlock::details

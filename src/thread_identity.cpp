@@ -28,4 +28,16 @@ std::string generate_machine_id() {
   return h + tail;
 }
 
+std::uint64_t new_hold_id() {
+  thread_local std::mt19937_64 engine([] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), static_cast<unsigned>(getpid())};
+    return std::mt19937_64(seq);
+  }());
+  for (;;) {
+    const std::uint64_t id = engine();
+    if (id != 0) return id;
+  }
+}
+
 }  // namespace dlock::details

@@ -11,7 +11,11 @@ namespace dlock::details {
 
 std::uint64_t current_thread_id();
 
-// host-pid-random, at most 64 bytes: unique per client instance.
+// host-pid-random, at most 64 bytes: a label unique per client instance.
 std::string generate_machine_id();
+
+// A random, nonzero 64-bit id for a new hold. Two holds (in any clients,
+// processes or machines) get the same id with negligible probability.
+std::uint64_t new_hold_id();
 
 }  // namespace dlock::details

@@ -35,14 +35,49 @@ TEST(Schema, CreateTableIsIdempotentAndCustomTablesWork) {
 TEST(Schema, MissingTableWithCreateTableOffIsABackendError) {
   Options options = test::fresh_options();
   options.create_table = false;
-  DatabaseDistributedLock client(options);
   try {
-    client.try_lock("x");
+    DatabaseDistributedLock client(options);
     FAIL() << "no error for a missing table";
   } catch (const BackendError& e) {
     EXPECT_EQ(e.code(), 1146) << e.what();
     EXPECT_EQ(e.sql_state(), "42S02");
+    EXPECT_NE(std::string(e.what()).find("dlock init"), std::string::npos) << e.what();
   }
+}
+
+// The lock table as version 0.1.0 created it (no hold_id column).
+void create_old_table(const std::string& table) {
+  test::execute_sql("CREATE TABLE `" + table +
+                    "` (lock_name VARBINARY(255) NOT NULL, machine_id VARBINARY(64) NULL, thread_id BIGINT UNSIGNED "
+                    "NULL, state INT UNSIGNED NOT NULL DEFAULT 0, is_locked TINYINT(1) NOT NULL DEFAULT 0, watchdog "
+                    "TINYINT(1) NOT NULL DEFAULT 0, expire_time DATETIME(6) NULL, fence BIGINT UNSIGNED NOT NULL "
+                    "DEFAULT 0, gmt_create DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), gmt_modified "
+                    "DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), PRIMARY KEY "
+                    "(lock_name)) ENGINE=InnoDB");
+  test::execute_sql("INSERT INTO `" + table +
+                    "` (lock_name, machine_id, thread_id, state, is_locked, expire_time, fence) VALUES ('old', 'm', 1, "
+                    "1, 1, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 7)");
+}
+
+TEST(Schema, TableOfAnEarlierVersionIsNamedForUpgradeWhenCreateTableIsOff) {
+  Options options = test::fresh_options();
+  create_old_table(options.table);
+  options.create_table = false;
+  try {
+    DatabaseDistributedLock client(options);
+    FAIL() << "an old table was used as it is";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("dlock init"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Schema, TableOfAnEarlierVersionIsUpgradedInPlaceKeepingItsFences) {
+  Options options = test::fresh_options();
+  create_old_table(options.table);
+  DatabaseDistributedLock client(options);  // create_table on: upgrades
+  client.lock("old");
+  EXPECT_EQ(client.fencing_token("old"), 8u);  // the old row's fence continues
+  client.unlock("old");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 //
 //   Error          base of every dlock exception
 //   NotHeldError   unlock() by a thread that holds no hold on that name here
+//   LockLostError  acquire by an owner whose earlier hold on the name was lost
 //   BackendError   the database was unreachable, timed out or failed;
 //                  carries the MySQL error number and SQLSTATE
 #pragma once
@@ -23,6 +24,17 @@ class Error : public std::runtime_error {
 // Misuse: releasing a lock the calling thread does not hold in this client.
 // Detected locally, before any SQL.
 class NotHeldError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An owner whose hold on a name was lost (its lease ran out, it was taken
+// over or force-unlocked) asked for that name again while it still owed
+// unlock() calls for the lost hold. A lost hold is never silently replaced:
+// the caller's critical section is no longer protected, and it must learn so.
+// The owed unlock() calls return normally; once they are all made, acquiring
+// works again and yields a new fencing token.
+class LockLostError : public Error {
  public:
   using Error::Error;
 };
