@@ -7,7 +7,8 @@
 //
 // Model
 //   * An owner is (client instance, thread). Two clients in one process are
-//     two owners, exactly like two processes.
+//     two owners, exactly like two processes, also when both are configured
+//     with the same machine_id (a label shown to operators).
 //   * A hold is reentrant: the owning thread may acquire again; each acquire
 //     needs one unlock(). The count lives in the database row (`state`).
 //   * A hold has a lease decided by the database server's clock. Without an
@@ -41,6 +42,13 @@
 //   the call had not been made, except that an acquire whose outcome cannot
 //   be established may leave a hold in the table that expires after its
 //   lease). unlock() never throws for database trouble.
+//
+// Time limits
+//   Every call's statements, their retries (deadlocks, lock wait timeouts)
+//   and its wait for a pooled connection share one budget of about
+//   io_timeout: a row locked by a foreign transaction fails the call with
+//   BackendError in about that time (unlock() logs and returns). Only the
+//   wait for another owner's release lasts longer, as long as asked.
 #pragma once
 
 #include <cstdint>
@@ -73,15 +81,24 @@ class DatabaseDistributedLock {
 
   // Blocks until the calling thread holds `name`, in watchdog mode. If it
   // already holds it, increments the hold count. Throws BackendError when the
-  // database fails (the wait itself never times out).
+  // database fails (the wait itself never times out), LockLostError when the
+  // calling thread's hold on `name` was lost (lease ran out, taken over,
+  // force-unlocked) and it still owes unlock() calls for it: a lost hold is
+  // never silently replaced by a new one. Those unlock() calls return
+  // normally; after them, lock() works again with a new fencing token.
   void lock(std::string_view name);
   // As above with a fixed `lease` (no watchdog). A reentrant acquire with a
   // lease resets the expiry to now + lease and turns renewal off.
   void lock(std::string_view name, Millis lease);
   // One attempt, watchdog mode. Returns false if another owner holds `name`.
+  // Throws (never returns false) for a lost hold (LockLostError) or a
+  // database failure (BackendError).
   bool try_lock(std::string_view name);
   // Waits up to `wait` (watchdog mode). Never returns false before `wait`
-  // has passed; a wait <= 0 is a single attempt.
+  // has passed; a wait <= 0 is a single attempt; a wait of about a century
+  // or more (Millis::max()) waits forever. Throws LockLostError if the
+  // calling thread's earlier hold on `name` was lost and it still owes
+  // unlock() for it (see lock()).
   bool try_lock(std::string_view name, Millis wait);
   // Waits up to `wait`, then holds with a fixed `lease`.
   bool try_lock(std::string_view name, Millis wait, Millis lease);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,6 +34,21 @@ namespace dlock {
 
 class DatabaseDistributedLock;
 
+namespace details {
+// A wait of any duration type as whole milliseconds, rounded up so a wait is
+// never shorter than asked. A wait too long to represent (Millis::max(),
+// seconds::max(), a far time_point) saturates to Millis::max(), which the
+// client treats as "forever"; zero, negative and NaN waits become zero (a
+// single attempt).
+template <class Rep, class Period>
+Millis saturating_wait(const std::chrono::duration<Rep, Period>& wait) {
+  const long double ms = std::chrono::duration<long double, std::milli>(wait).count();
+  if (!(ms > 0)) return Millis::zero();
+  if (ms >= 1e15L) return Millis::max();  // about 31,700 years
+  return Millis(static_cast<Millis::rep>(std::ceil(ms)));
+}
+}  // namespace details
+
 class Lock {
  public:
   void lock();
@@ -40,16 +56,19 @@ class Lock {
   bool try_lock();
   bool try_lock(Millis wait, Millis lease);
   // Waits up to `wait`, watchdog mode. Never returns false early: the wait is
-  // rounded up to whole milliseconds.
+  // rounded up to whole milliseconds. A wait too long to represent (such as
+  // duration::max()) waits forever.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return try_lock_waiting(std::chrono::ceil<Millis>(wait));
+    return try_lock_waiting(details::saturating_wait(wait));
   }
   // Waits until `deadline` on `Clock`, watchdog mode. A deadline in the past
-  // is a single attempt.
+  // is a single attempt; time_point::max() waits forever. The difference is
+  // taken in floating point, so no deadline overflows.
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return try_lock_waiting(std::chrono::ceil<Millis>(deadline - Clock::now()));
+    using Ms = std::chrono::duration<long double, std::milli>;
+    return try_lock_waiting(details::saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch())));
   }
   void unlock();
   bool force_unlock();

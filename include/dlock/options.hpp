@@ -68,10 +68,11 @@ struct Options {
   // where the account has no DDL rights and the table is applied by a DBA
   // (sql/schema.sql, or `dlock init --print-sql`).
   bool create_table = true;
-  // Identity of this client instance in the table. Default empty: generated
-  // as host-pid-random, unique per instance. If you set it, it must be unique
-  // among live clients (two clients with one id are one owner); 1..64 bytes,
-  // no NUL.
+  // A label for this client instance, written into the rows it holds and
+  // shown to operators (`dlock status`). Default empty: generated as
+  // host-pid-random. It is not the identity: two client instances are always
+  // distinct owners, even with the same machine_id, in one process or in
+  // two (every hold carries a random hold id of its own). 1..64 bytes, no NUL.
   std::string machine_id;
   // Wake waiters in other clients within about a millisecond of a release,
   // instead of at their next poll. Default true. A holder takes a MySQL

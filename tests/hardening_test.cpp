@@ -1,0 +1,439 @@
+// Rules a review found broken, each with the test that reproduced it:
+// ownership (two clients are distinct owners whatever their machine_id; a
+// lost hold is never silently replaced; renewal matches the hold itself),
+// waits of any length, recovery after the server killed every connection,
+// rows locked by a foreign transaction, doorbells given back when a release
+// fails, KILL QUERY only for our own doorbell waits, and no on_lock_lost once
+// the client is being destroyed.
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "connection.hpp"
+#include "doorbell.hpp"
+#include "hold_registry.hpp"
+#include "lock_table.hpp"
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::fresh_options;
+using test::same_table;
+
+std::unique_ptr<details::Connection> raw_connection(const Options& o) {
+  return details::Connection::open(details::ConnectionSettings::from(o));
+}
+
+std::string url_for(const Options& o, const std::string& more = "") {
+  return test::database_url_with("table=" + o.table + "&watchdog_timeout_ms=" +
+                                 std::to_string(o.watchdog_timeout.count()) + "&poll_interval_ms=" +
+                                 std::to_string(o.poll_interval.count()) + more);
+}
+
+// ---------------------------------------------------------------- identity
+
+TEST(Identity, TwoClientsWithOneMachineIdInOneProcessAreDistinctOwners) {
+  Options o = fresh_options();
+  o.machine_id = "web01";
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  a.lock("x");
+  // Same thread, same label: before hold ids, b took a's live row as its own.
+  EXPECT_FALSE(b.try_lock("x"));
+  EXPECT_FALSE(b.is_held_by_current_thread("x"));
+  EXPECT_THROW(b.unlock("x"), NotHeldError);
+  a.unlock("x");
+  EXPECT_TRUE(b.try_lock("x"));
+  EXPECT_FALSE(a.try_lock("x"));
+  b.unlock("x");
+}
+
+TEST(Identity, TwoProcessesWithOneMachineIdAreDistinctOwners) {
+  Options o = fresh_options();
+  o.machine_id = "web01";
+  DatabaseDistributedLock client(o);
+  test::ChildProcess holder(test::helper_path(), {url_for(o, "&machine_id=web01"), "hold", "x", "0"});
+  ASSERT_TRUE(holder.wait_for_line("acquired", 15s).has_value()) << "helper never acquired";
+  // Both processes' first threads have owner id 1: only the hold id differs.
+  EXPECT_FALSE(client.try_lock("x"));
+  EXPECT_FALSE(client.try_lock("x", 300ms));
+  holder.kill(SIGKILL);
+}
+
+TEST(Identity, AFreshHoldIdNeverTakesALiveRowButItsOwnStatementsReRunDoes) {
+  const Options o = fresh_options();
+  { DatabaseDistributedLock create(o); }
+  const details::LockTable table(o.table);
+  auto c = raw_connection(o);
+  const std::int64_t lease_us = 10'000'000;
+  const details::Holder first{"m", 1, 111};
+  ASSERT_EQ(table.acquire(*c, "t", first, 1, lease_us, false, nullptr), details::AcquireResult::kInserted);
+  // Same label, same owner id, new hold id: refused (it is someone's live hold).
+  const details::Holder second{"m", 1, 222};
+  EXPECT_FALSE(table.take(*c, "t", second, 1, lease_us, false, nullptr));
+  EXPECT_EQ(table.acquire(*c, "t", second, 1, lease_us, false, nullptr), details::AcquireResult::kRefused);
+  const details::LockRow row = table.read(*c, "t");
+  EXPECT_TRUE(row.held_by(111));
+  EXPECT_FALSE(row.held_by(222)) << "a reconciling read could not tell the two holds apart";
+  // The very statement run again (same hold id): taken, as reconciliation needs.
+  EXPECT_TRUE(table.take(*c, "t", first, 1, lease_us, false, nullptr));
+  EXPECT_TRUE(table.read(*c, "t").held_by(111));
+}
+
+TEST(Identity, ALostHoldIsNeverRevivedByALateReentrantRecord) {
+  details::HoldRegistry registry;
+  const auto later = Clock::now() + 10s;
+  registry.record_fresh("n", 7, 99, 1, true, later, 5, 0);
+  const auto hold = registry.find("n", 7);
+  ASSERT_TRUE(hold.has_value());
+  ASSERT_TRUE(registry.mark_lost("n", 7, hold->generation).has_value());
+  EXPECT_FALSE(registry.record_reentrant("n", 7, hold->generation, 2, true, later));
+  EXPECT_TRUE(registry.find("n", 7)->lost);
+  EXPECT_EQ(registry.find("n", 7)->count, 1u);
+  EXPECT_TRUE(registry.watchdog_holds().empty()) << "the watchdog would renew a lost hold";
+}
+
+TEST(Identity, RenewalMatchesTheHoldNotJustTheClientsLabel) {
+  Options o = fresh_options();
+  o.machine_id = "web01";
+  o.watchdog_timeout = 900ms;
+  std::atomic<int> b_lost{0};
+  Options ob = same_table(o);
+  ob.on_lock_lost = [&](std::string_view, std::uint64_t) { ++b_lost; };
+  DatabaseDistributedLock a(same_table(o));
+  DatabaseDistributedLock b(ob);
+  DatabaseDistributedLock admin(same_table(o));
+  b.lock("r");
+  ASSERT_TRUE(admin.force_unlock("r"));
+  // Another thread of another client with b's label takes the free row.
+  std::atomic<bool> taken{false}, done{false};
+  std::thread other([&] {
+    a.lock("r");
+    taken = true;
+    test::wait_until([&] { return done.load(); }, 20s);
+    a.unlock("r");
+  });
+  ASSERT_TRUE(test::wait_until([&] { return taken.load(); }, 5s));
+  // b's watchdog must find its hold gone, not renew a's row in its place.
+  EXPECT_TRUE(test::wait_until([&] { return b_lost.load() > 0; }, 5s)) << "b never learned that it lost the lock";
+  EXPECT_THROW(b.lock("r"), LockLostError);
+  b.unlock("r");
+  done = true;
+  other.join();
+}
+
+// ---------------------------------------------------------------- lost holds
+
+TEST(LostHold, ReentrantAcquireAfterALossThrowsUntilTheOwedUnlocksAreMade) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock admin(same_table(o));
+  a.lock("l");
+  a.lock("l");
+  const auto first = a.fencing_token("l");
+  ASSERT_TRUE(admin.force_unlock("l"));
+  // Before: the row was free, so the acquire silently took a new hold (a new
+  // fence under the caller's feet).
+  EXPECT_THROW(a.lock("l"), LockLostError);
+  EXPECT_THROW((void)a.try_lock("l"), LockLostError);
+  EXPECT_THROW((void)a.try_lock("l", 200ms, 5s), LockLostError);
+  EXPECT_FALSE(admin.is_locked("l")) << "the lost hold was replaced";
+  EXPECT_NO_THROW(a.unlock("l"));
+  EXPECT_THROW(a.lock("l"), LockLostError) << "one unlock is still owed";
+  EXPECT_NO_THROW(a.unlock("l"));
+  EXPECT_THROW(a.unlock("l"), NotHeldError);
+  a.lock("l");
+  EXPECT_GT(a.fencing_token("l"), first);
+  a.unlock("l");
+}
+
+TEST(LostHold, LockLostErrorThroughAHandleAndAGuard) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  Lock handle = a.get_lock("g");
+  std::lock_guard<Lock> guard(handle);
+  ASSERT_TRUE(b.force_unlock("g"));
+  ASSERT_TRUE(b.try_lock("g"));
+  EXPECT_THROW(handle.lock(), LockLostError);
+  EXPECT_THROW((void)handle.try_lock_for(100ms), LockLostError);
+  b.unlock("g");
+  // The guard's unlock() owes nothing to the database and does not throw.
+}
+
+// ---------------------------------------------------------------- waits
+
+TEST(Waits, TheLongestWaitsMeanForeverNotGiveUpAtOnce) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  Lock lock = waiter.get_lock("w");
+  const std::vector<std::function<bool()>> waits = {
+      [&] { return waiter.try_lock("w", Millis::max()); },
+      [&] { return waiter.try_lock("w", Millis::max(), 5s); },
+      [&] { return lock.try_lock_for(std::chrono::seconds::max()); },
+      [&] { return lock.try_lock_for(std::chrono::nanoseconds::max()); },
+      [&] { return lock.try_lock_for(std::chrono::duration<double>(1e300)); },
+      [&] { return lock.try_lock_until(std::chrono::steady_clock::time_point::max()); },
+      [&] { return lock.try_lock_until(std::chrono::system_clock::time_point::max()); },
+  };
+  for (std::size_t i = 0; i < waits.size(); ++i) {
+    holder.lock("w", 400ms);
+    const auto start = Clock::now();
+    EXPECT_TRUE(waits[i]()) << "wait #" << i << " gave up";
+    EXPECT_GE(Clock::now() - start, 300ms) << "wait #" << i << " did not wait for the lease";
+    waiter.unlock("w");
+    holder.unlock("w");  // lost (expired): returns normally
+  }
+}
+
+TEST(Waits, SaturatingConversionRoundsUpAndNeverOverflows) {
+  using details::saturating_wait;
+  EXPECT_EQ(saturating_wait(std::chrono::microseconds(1)), Millis(1));
+  EXPECT_EQ(saturating_wait(std::chrono::microseconds(1001)), Millis(2));
+  EXPECT_EQ(saturating_wait(Millis(0)), Millis(0));
+  EXPECT_EQ(saturating_wait(Millis(-5)), Millis(0));
+  EXPECT_EQ(saturating_wait(std::chrono::duration<double>(std::nan(""))), Millis(0));
+  EXPECT_EQ(saturating_wait(std::chrono::hours::max()), Millis::max());
+  EXPECT_EQ(saturating_wait(std::chrono::seconds::max()), Millis::max());
+  EXPECT_EQ(saturating_wait(Millis::max()), Millis::max());
+  EXPECT_EQ(saturating_wait(std::chrono::duration<double>(1e300)), Millis::max());
+}
+
+// ---------------------------------------------------------------- killed connections
+
+// The server kills every connection of this test's own account (as after a
+// restart): the next unlock() must free the row then, not leave it held for
+// a lease because the pool handed out dead idle connections and reconciled
+// on another dead one.
+TEST(Recovery, UnlockAfterEveryConnectionWasKilledFreesTheRowAtOnce) {
+  const std::string account = test::private_account();
+  Options o = fresh_options();
+  o.user = account;
+  o.password = test::private_account_password;
+  o.pool_size = 4;
+  DatabaseDistributedLock client(o);
+  DatabaseDistributedLock other(same_table(fresh_options()));
+  // Open all four pooled connections: four threads ask at once until the
+  // server shows four sessions of the account.
+  {
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i)
+      threads.emplace_back([&] {
+        while (!done) (void)client.is_locked("warm");
+      });
+    const bool four = test::wait_until(
+        [&] {
+          return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE user = '" + account +
+                                    "'") == "4";
+        },
+        10s);
+    done = true;
+    for (auto& t : threads) t.join();
+    ASSERT_TRUE(four) << "the pool never opened four connections";
+  }
+  client.lock("k");
+  auto admin = raw_connection(Options::from_url(test::database_url()));
+  {
+    std::unique_ptr<sql::ResultSet> rs(
+        admin->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account + "'").executeQuery());
+    std::vector<std::string> ids;
+    while (rs->next()) ids.push_back(rs->getString(1));
+    ASSERT_GE(ids.size(), 4u);
+    for (const auto& id : ids) {
+      try {
+        admin->execute_plain("KILL CONNECTION " + id);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  client.unlock("k");
+  EXPECT_FALSE(other.is_locked("k")) << "unlock() left the row held after the connections were killed";
+  // And the next calls just work.
+  EXPECT_TRUE(client.try_lock("k"));
+  client.unlock("k");
+}
+
+// ---------------------------------------------------------------- foreign transactions
+
+class ForeignLock : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_ = fresh_options();
+    options_.io_timeout = 2s;
+  }
+  // Locks `name`'s row in a transaction of its own until release().
+  void lock_row(const std::string& name) {
+    foreign_ = raw_connection(options_);
+    foreign_->execute_plain("START TRANSACTION");
+    auto& ps = foreign_->prepared("SELECT * FROM `" + options_.table + "` WHERE lock_name = ? FOR UPDATE");
+    ps.setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+  }
+  void release() {
+    if (foreign_) foreign_->execute_plain("ROLLBACK");
+    foreign_.reset();
+  }
+  void TearDown() override { release(); }
+
+  Options options_;
+  std::unique_ptr<details::Connection> foreign_;
+};
+
+TEST_F(ForeignLock, CallsFailWithinAboutIoTimeoutInTotal) {
+  DatabaseDistributedLock client(options_);
+  DatabaseDistributedLock other(same_table(options_));
+  client.lock("f");
+  other.lock("g");
+  other.unlock("g");  // `other` knows the row exists: its acquire is the UPDATE
+  lock_row("f");
+  auto start = Clock::now();
+  client.unlock("f");  // logs an error, never throws
+  // Before: 8 lock-wait timeouts of 1 s each.
+  EXPECT_LT(Clock::now() - start, 3500ms) << "unlock() waited far past io_timeout";
+  start = Clock::now();
+  EXPECT_THROW((void)other.try_lock("f", 10s), BackendError);
+  EXPECT_LT(Clock::now() - start, 3500ms);
+  start = Clock::now();
+  EXPECT_THROW(other.lock("f"), BackendError);
+  EXPECT_LT(Clock::now() - start, 3500ms);
+  release();
+  EXPECT_TRUE(other.try_lock("f", 40s)) << "the row never came back";
+  other.unlock("f");
+}
+
+TEST_F(ForeignLock, DoesNotStallTheWatchdogForOtherHolds) {
+  options_.watchdog_timeout = 2400ms;
+  std::atomic<int> lost_b{0};
+  Options o = options_;
+  o.on_lock_lost = [&](std::string_view name, std::uint64_t) {
+    if (name == "b") ++lost_b;
+  };
+  DatabaseDistributedLock client(o);
+  client.lock("a");
+  client.lock("b");
+  lock_row("a");
+  // Three leases' worth: before, every renewal (both rows in one statement)
+  // waited on row a and failed, so b was lost after one lease.
+  EXPECT_TRUE(test::holds_throughout([&] { return lost_b.load() == 0; }, 6s)) << "b was lost: the watchdog stalled";
+  release();
+  EXPECT_TRUE(client.is_held_by_current_thread("b"));
+  client.unlock("b");
+  client.unlock("a");  // a was lost (its row could not be renewed): returns normally
+}
+
+TEST_F(ForeignLock, AFailedReleaseGivesItsDoorbellBack) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "about the doorbell";
+  DatabaseDistributedLock client(options_);
+  client.lock("d");
+  const std::string bell = details::doorbell_name(options_.database, options_.table, "d");
+  ASSERT_NE(test::query_scalar("SELECT IS_USED_LOCK('" + bell + "')"), "") << "the hold took no doorbell";
+  lock_row("d");
+  client.unlock("d");  // the freeing UPDATE times out
+  // Before: the pooled session kept the doorbell for good; later holders
+  // got none and their waiters in other clients fell back to the poll.
+  EXPECT_EQ(test::query_scalar("SELECT IS_USED_LOCK('" + bell + "')"), "") << "the doorbell stayed held";
+}
+
+// ---------------------------------------------------------------- KILL QUERY
+
+TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "about the doorbell";
+  const Options o = fresh_options();
+  const details::LockTable table(o.table);
+  // A stranger (another account) in a long statement, as after a server
+  // restart gave it the id we remembered.
+  const std::string stranger_account = test::private_account();
+  Options stranger_options = o;
+  stranger_options.user = stranger_account;
+  stranger_options.password = test::private_account_password;
+  auto stranger = raw_connection(stranger_options);
+  const auto stranger_id = stranger->server_id();
+  auto sleeping = std::async(std::launch::async, [&] {
+    std::unique_ptr<sql::ResultSet> rs(stranger->prepared("SELECT SLEEP(3)").executeQuery());
+    return rs->next() ? rs->getInt(1) : -1;
+  });
+  auto killer = raw_connection(o);
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
+                                  std::to_string(stranger_id) + " AND INFO LIKE 'SELECT SLEEP%'") == "1";
+      },
+      5s));
+  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, stranger_id));
+  EXPECT_EQ(sleeping.get(), 0) << "the stranger's statement was killed";
+  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, 999'999'999)) << "an unknown id is not an error";
+
+  // Our own doorbell wait is interrupted.
+  const std::string bell = details::doorbell_name(o.database, o.table, "k");
+  auto holder = raw_connection(o);
+  {
+    auto& ps = holder->prepared("SELECT GET_LOCK(?, 0)");
+    ps.setString(1, bell);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+  }
+  auto waiter = raw_connection(o);
+  const auto waiter_id = waiter->server_id();
+  auto waiting = std::async(std::launch::async, [&] { return table.wait_for_doorbell(*waiter, bell, 20); });
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
+                                  std::to_string(waiter_id) + " AND STATE = 'User lock'") == "1";
+      },
+      5s));
+  const auto start = Clock::now();
+  EXPECT_TRUE(details::interrupt_doorbell_wait(*killer, waiter_id));
+  EXPECT_EQ(waiting.get(), details::LockTable::Ring::kInterrupted);
+  EXPECT_LT(Clock::now() - start, 5s);
+}
+
+// ---------------------------------------------------------------- shutdown
+
+TEST(Shutdown, NoOnLockLostCallbackStartsOnceTheClientIsBeingDestroyed) {
+  Options o = fresh_options();
+  o.watchdog_timeout = 600ms;
+  std::atomic<bool> destroying{false};
+  std::atomic<int> calls{0};
+  std::atomic<int> calls_while_destroying{0};
+  o.on_lock_lost = [&](std::string_view, std::uint64_t) {
+    if (destroying) ++calls_while_destroying;
+    if (++calls == 1) {
+      // Hold the io thread until the destructor has started, so the second
+      // loss's callback is still queued then.
+      test::wait_until([&] { return destroying.load(); }, 10s);
+      std::this_thread::sleep_for(300ms);
+    }
+  };
+  auto client = std::make_unique<DatabaseDistributedLock>(o);
+  DatabaseDistributedLock admin(same_table(o));
+  client->lock("p");
+  client->lock("q");
+  ASSERT_TRUE(admin.force_unlock("p"));
+  ASSERT_TRUE(admin.force_unlock("q"));
+  ASSERT_TRUE(test::wait_until([&] { return calls.load() >= 1; }, 5s)) << "the losses were never reported";
+  std::thread destroy([&] {
+    destroying = true;
+    client.reset();
+  });
+  destroy.join();
+  EXPECT_EQ(calls.load(), 1) << "a callback ran during destruction";
+  EXPECT_EQ(calls_while_destroying.load(), 0);
+}
+
+}  // namespace
+}  // namespace dlock
