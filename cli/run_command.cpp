@@ -1,25 +1,53 @@
-// Acquire, spawn the command with DLOCK_NAME / DLOCK_FENCE, forward SIGINT,
-// SIGTERM and SIGHUP to it, and watch the hold. If the hold is lost while the
-// command runs, the command is terminated (SIGTERM, then SIGKILL after
-// --kill-after) because it is no longer protected: its next write could race
-// the new holder's. A database error while merely *confirming* the hold is
-// not a loss (the watchdog decides that, by the lease), so a short outage
-// does not kill a healthy job.
+// `dlock run`: acquire, run the command while holding the lock, release.
+//
+// Process layout. dlock forks a small *keeper* process that makes itself the
+// leader of a new process group, then forks and execs the command inside that
+// group. So:
+//   * the command, and anything it starts in its group (a shell's background
+//     jobs), can be stopped as a whole: when the hold is lost, dlock sends
+//     SIGTERM to the group, then SIGKILL after --kill-after;
+//   * the command never outlives dlock: the keeper asks the kernel for a
+//     signal when dlock dies (PR_SET_PDEATHSIG, checked against a dlock that
+//     already died before it was set) and then kills its whole group with
+//     SIGKILL, so a `kill -9` of dlock cannot leave the command running
+//     unprotected while the lease runs out and another holder starts;
+//   * when dlock runs in the terminal's foreground, the command's group gets
+//     the terminal (interactive commands read and get Ctrl-C/Ctrl-Z), and
+//     dlock takes it back when the command ends.
+// The keeper reports the command's raw wait status through a pipe and exits.
+// Between fork and exec only async-signal-safe calls are made.
+//
+// Signals. SIGINT, SIGTERM and SIGHUP are blocked in every dlock thread and
+// taken by a signal thread (sigtimedwait): while dlock waits for the lock,
+// one interrupts the wait (exit 128 + N); while the command runs, each is
+// forwarded to the command's group. SIGCHLD is reset to its default at start
+// (an ignored SIGCHLD, inherited from a parent, would make the kernel reap
+// the keeper behind dlock's back).
+//
+// Watching the hold. Every --check-interval the hold is confirmed in the
+// database; a database error while merely confirming is not a loss (the
+// watchdog decides that, by the lease), so a short outage does not kill a
+// healthy job.
 #include "run_command.hpp"
 
 #include <dlock/dlock.hpp>
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 #include <thread>
 
+#include "client_access.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "log_format.hpp"
@@ -34,56 +62,44 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
-volatile std::sig_atomic_t pending[3] = {0, 0, 0};
 
-void on_signal(int sig) {
-  for (int i = 0; i < 3; ++i)
-    if (kForwarded[i] == sig) pending[i] = 1;
+sigset_t forwarded_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kForwarded) sigaddset(&set, sig);
+  return set;
 }
 
-void install_handlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
-}
-
-// The first pending signal, cleared; 0 if none.
-int take_pending() {
-  for (int i = 0; i < 3; ++i) {
-    if (pending[i] != 0) {
-      pending[i] = 0;
-      return kForwarded[i];
-    }
+// Takes the forwarded signals on a thread of its own. `on_signal` runs on
+// that thread for each one (it may take locks: this is no signal handler).
+class SignalThread {
+ public:
+  template <class Fn>
+  explicit SignalThread(Fn on_signal)
+      : thread_([this, on_signal] {
+          const sigset_t set = forwarded_set();
+          const timespec tick{0, 50'000'000};
+          while (!stop_) {
+            const int sig = sigtimedwait(&set, nullptr, &tick);
+            if (sig > 0) on_signal(sig);
+          }
+        }) {}
+  ~SignalThread() {
+    stop_ = true;
+    thread_.join();
   }
-  return 0;
-}
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
-}
-
-// Acquires in slices so a signal can interrupt the wait. Returns the signal
-// that interrupted it (> 0), 0 when acquired, -1 when the wait ran out.
-int acquire(DatabaseDistributedLock& client, const RunArgs& args) {
-  const auto try_once = [&](Millis wait) {
-    return args.lease ? client.try_lock(args.name, wait, *args.lease) : client.try_lock(args.name, wait);
-  };
-  if (args.wait && *args.wait <= Millis::zero()) return try_once(Millis::zero()) ? 0 : -1;
-  const auto deadline = args.wait ? Clock::now() + *args.wait : Clock::time_point::max();
-  for (;;) {
-    if (const int sig = take_pending()) return sig;
-    Millis slice = 250ms;
-    if (args.wait) {
-      const auto left = std::chrono::ceil<Millis>(deadline - Clock::now());
-      if (left <= Millis::zero()) return -1;
-      slice = std::min(slice, left);
-    }
-    if (try_once(slice)) return 0;
-  }
 }
 
 std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fence) {
@@ -97,69 +113,262 @@ std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fe
   return env;
 }
 
-pid_t spawn(const RunArgs& args, std::uint64_t fence) {
-  std::vector<std::string> env = child_environment(args, fence);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_storage = args.command;
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : kForwarded) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(rc) << "\n";
-    return rc == ENOENT ? -127 : -126;
+// The program `command` names, searched in PATH like execvp does; sets
+// `error` (ENOENT, EACCES) when there is none to run. Done before forking:
+// the keeper may not allocate.
+std::string resolve(const std::string& command, int& error) {
+  const auto runnable = [&](const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ENOENT;
+    if (S_ISDIR(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return EACCES;
+    return 0;
+  };
+  if (command.find('/') != std::string::npos) {
+    error = runnable(command);
+    return command;
   }
-  return pid;
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  error = ENOENT;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = path.find(':', start);
+    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + command;
+    const int e = runnable(candidate);
+    if (e == 0) {
+      error = 0;
+      return candidate;
+    }
+    if (e == EACCES) error = EACCES;  // found, not executable: keep looking, remember
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return {};
+}
+
+// The keeper's signal for "dlock died". A real-time signal nobody sends by
+// accident; its handler kills the keeper's whole group.
+int death_signal() { return SIGRTMIN + 3; }
+extern "C" void on_dlock_death(int) { ::kill(0, SIGKILL); }
+
+struct Spawned {
+  pid_t keeper = -1;
+  int status_fd = -1;  // read end: the command's raw wait status
+};
+
+// Everything the keeper and the command need, prepared before fork().
+struct Launch {
+  std::string path;
+  std::vector<std::string> argv_storage, env_storage;
+  std::vector<char*> argv, envp;
+  bool take_terminal = false;
+};
+
+[[noreturn]] void keeper_main(const Launch& l, pid_t dlock_pid, int status_fd) {
+  ::setpgid(0, 0);
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_dlock_death;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(death_signal(), &sa, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, death_signal());
+  if (::getppid() != dlock_pid) ::_exit(128 + SIGKILL);  // dlock died before that took effect
+  // Signals dlock forwards to the group are for the command; the keeper
+  // stays to report its status.
+  sa.sa_handler = SIG_IGN;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, death_signal());
+  ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+  if (l.take_terminal) {
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::sigprocmask(SIG_BLOCK, &ttou, &old);
+    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  }
+  const pid_t keeper_pid = ::getpid();
+  const pid_t command = ::fork();
+  if (command == 0) {
+    ::close(status_fd);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != keeper_pid) ::_exit(128 + SIGKILL);
+    sa.sa_handler = SIG_DFL;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGTTOU, SIGTTIN, SIGTSTP, SIGPIPE})
+      ::sigaction(sig, &sa, nullptr);
+    ::sigaction(death_signal(), &sa, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(l.path.c_str(), l.argv.data(), l.envp.data());
+    ::_exit(errno == ENOENT ? 127 : 126);
+  }
+  int status = (128 + SIGKILL) << 8;
+  if (command > 0) {
+    while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else {
+    status = 126 << 8;
+  }
+  const char* p = reinterpret_cast<const char*>(&status);
+  std::size_t left = sizeof status;
+  while (left > 0) {
+    const ssize_t n = ::write(status_fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  ::_exit(0);
+}
+
+Spawned spawn(const Launch& l) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  const pid_t dlock_pid = ::getpid();
+  const pid_t keeper = ::fork();
+  if (keeper == 0) {
+    ::close(fds[0]);
+    keeper_main(l, dlock_pid, fds[1]);
+  }
+  ::close(fds[1]);
+  if (keeper < 0) {
+    ::close(fds[0]);
+    return {};
+  }
+  ::setpgid(keeper, keeper);  // also here: whichever runs first wins, no race
+  if (l.take_terminal) ::tcsetpgrp(STDIN_FILENO, keeper);
+  return {keeper, fds[0]};
+}
+
+// The command's wait status as the keeper reported it; the keeper's own
+// status if it reported none (it was killed).
+int command_status(const Spawned& s, int keeper_status) {
+  int status = 0;
+  char* p = reinterpret_cast<char*>(&status);
+  std::size_t got = 0;
+  while (got < sizeof status) {
+    const ssize_t n = ::read(s.status_fd, p + got, sizeof status - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(s.status_fd);
+  return got == sizeof status ? status : keeper_status;
+}
+
+void take_terminal_back() {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+// True once the keeper has exited; leaves it unreaped (a zombie still holds
+// its pid, so the group id cannot be reused while dlock may signal it).
+bool keeper_exited(pid_t keeper) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  for (;;) {
+    if (::waitid(P_PID, static_cast<id_t>(keeper), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid == keeper;
+    if (errno == EINTR) continue;
+    return true;  // ECHILD: nothing left to wait for
+  }
+}
+
+int reap(pid_t keeper) {
+  int status = 0;
+  for (;;) {
+    if (::waitpid(keeper, &status, 0) == keeper) return status;
+    if (errno != EINTR) return (128 + SIGKILL) << 8;
+  }
 }
 
 }  // namespace
 
 int run_command(Options options, const RunArgs& args) {
+  // An inherited "ignore" would let the kernel reap our children for us.
+  ::signal(SIGCHLD, SIG_DFL);
+  // Blocked before the client starts its threads, so they inherit the mask
+  // and only the signal thread takes these.
+  const sigset_t forwarded = forwarded_set();
+  ::pthread_sigmask(SIG_BLOCK, &forwarded, nullptr);
+
   std::atomic<bool> lost{false};
   options.on_lock_lost = [&lost, &args](std::string_view name, std::uint64_t) {
     if (name == args.name) lost = true;
   };
-  install_handlers();
   DatabaseDistributedLock client(options);
+  details::Client& core = details::ClientAccess::of(client);
 
-  const int acquired = acquire(client, args);
-  if (acquired > 0) return 128 + acquired;  // interrupted while waiting
-  if (acquired < 0) {
+  std::atomic<int> pending{0};
+  std::atomic<bool> interrupted{false};
+  std::atomic<bool> waiting{true};
+  SignalThread signals([&](int sig) {
+    pending = sig;
+    if (waiting) {
+      interrupted = true;
+      core.interrupt_waits(args.name);
+    }
+  });
+
+  // One wait with the library's own deadline (its doorbell and poller), not
+  // a series of short waits that re-arm them every time.
+  bool acquired = false;
+  if (args.wait && *args.wait <= Millis::zero()) {
+    acquired = core.acquire(args.name, args.lease, Millis::zero());
+  } else {
+    acquired = core.acquire(args.name, args.lease, args.wait, &interrupted);
+  }
+  waiting = false;
+  if (!acquired) {
+    if (interrupted) return 128 + pending.load();
     std::cerr << "dlock: " << details::printable(args.name) << " is held by another owner"
               << (args.wait && *args.wait > Millis::zero() ? "; gave up after " + format_duration(*args.wait) : "")
               << "\n";
     return args.conflict_exit_code;
   }
 
-  const std::uint64_t fence = client.fencing_token(args.name);
-  const pid_t child = spawn(args, fence);
-  if (child < 0) {
+  int resolve_error = 0;
+  Launch launch;
+  launch.path = resolve(args.command[0], resolve_error);
+  if (resolve_error != 0) {
+    std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(resolve_error) << "\n";
     client.unlock(args.name);
-    return -child;
+    return resolve_error == ENOENT ? 127 : 126;
   }
+  const std::uint64_t fence = client.fencing_token(args.name);
+  launch.argv_storage = args.command;
+  for (auto& a : launch.argv_storage) launch.argv.push_back(a.data());
+  launch.argv.push_back(nullptr);
+  launch.env_storage = child_environment(args, fence);
+  for (auto& e : launch.env_storage) launch.envp.push_back(e.data());
+  launch.envp.push_back(nullptr);
+  launch.take_terminal = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+
+  const Spawned child = spawn(launch);
+  if (child.keeper < 0) {
+    std::cerr << "dlock: cannot start " << args.command[0] << ": " << std::strerror(errno) << "\n";
+    client.unlock(args.name);
+    return 126;
+  }
+  const pid_t group = child.keeper;
 
   const char* lost_why = nullptr;
   auto next_check = Clock::now() + args.check_interval;
   std::optional<Clock::time_point> terminated_at;
-  bool killed = false;
-  int status = 0;
   for (;;) {
-    const pid_t r = waitpid(child, &status, WNOHANG);
-    if (r == child) break;
-    while (const int sig = take_pending()) kill(child, sig);
+    const bool exited = keeper_exited(child.keeper);
+    if (const int sig = pending.exchange(0)) ::kill(-group, sig);
     const auto now = Clock::now();
     if (lost_why == nullptr) {
+      if (exited) break;
       if (lost) {
         lost_why = "the lease could not be renewed or the lock was taken over";
       } else if (now >= next_check) {
@@ -174,15 +383,21 @@ int run_command(Options options, const RunArgs& args) {
         std::cerr << "dlock: lost the lock on " << details::printable(args.name) << " (fence " << fence
                   << "): " << lost_why << "; terminating the command (SIGKILL after "
                   << format_duration(args.kill_after) << ")\n";
-        kill(child, SIGTERM);
+        ::kill(-group, SIGTERM);
         terminated_at = now;
       }
-    } else if (!killed && terminated_at && now - *terminated_at >= args.kill_after) {
-      kill(child, SIGKILL);
-      killed = true;
+    } else if (exited || now - *terminated_at >= args.kill_after) {
+      // Whatever of the group is still there (background jobs that ignored
+      // SIGTERM) is killed; the keeper is still unreaped, so the group id
+      // still names this group.
+      ::kill(-group, SIGKILL);
+      break;
     }
     std::this_thread::sleep_for(10ms);
   }
+  const int keeper_status = reap(child.keeper);
+  if (launch.take_terminal) take_terminal_back();
+  const int status = command_status(child, keeper_status);
   client.unlock(args.name);  // never throws for database trouble
   return lost_why != nullptr ? kExitLockLost : exit_code_of(status);
 }

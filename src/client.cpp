@@ -138,7 +138,8 @@ Client::~Client() {
 
 // ---------------------------------------------------------------- acquire
 
-bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait) {
+bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait,
+                     const std::atomic<bool>* interrupted) {
   validate_name(name);
   if (lease) validate_lease(*lease);
   const std::uint64_t owner = current_thread_id();
@@ -162,6 +163,7 @@ bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::op
   // refused attempt and the wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, key);
   for (;;) {
+    if (interrupted != nullptr && interrupted->load()) return false;
     const Attempt a = attempt(name, owner, lease_ms, watchdog, true);
     if (a.acquired) return true;
     // A holder in this client wakes us itself when it unlocks; the doorbell

@@ -58,7 +58,13 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // lease: nullopt = watchdog mode. wait: nullopt = forever; <= 0 = one attempt.
-  bool acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait);
+  // `interrupted` (may be null): checked at every wake-up; once true the
+  // wait gives up (false) at the next one. interrupt_waits() wakes them.
+  bool acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait,
+               const std::atomic<bool>* interrupted = nullptr);
+  // Wakes every local waiter of `name` so each looks at its `interrupted`
+  // flag (the others just try again). Thread-safe; not async-signal-safe.
+  void interrupt_waits(std::string_view name) { waiters_.wake_all(name); }
   void release(std::string_view name);
   bool force_release(std::string_view name);
 

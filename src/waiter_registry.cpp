@@ -47,6 +47,21 @@ void WaiterRegistry::wake_one(std::string_view name) {
   entry->cv.notify_one();
 }
 
+void WaiterRegistry::wake_all(std::string_view name) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = entries_.find(std::string(name));
+    if (it == entries_.end()) return;
+    entry = it->second;
+  }
+  {
+    std::lock_guard<std::mutex> guard(entry->mutex);
+    entry->permits = entry->subscribers;
+  }
+  entry->cv.notify_all();
+}
+
 std::vector<std::string> WaiterRegistry::names() const {
   std::lock_guard<std::mutex> guard(mutex_);
   std::vector<std::string> out;

@@ -49,6 +49,8 @@ class WaiterRegistry {
 
   // Wakes one waiter of `name`, if any.
   void wake_one(std::string_view name);
+  // Wakes every waiter of `name`.
+  void wake_all(std::string_view name);
   // Names with at least one subscriber (for the poller).
   std::vector<std::string> names() const;
   bool empty() const;

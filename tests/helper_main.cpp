@@ -6,6 +6,8 @@
 //   dlock_test_helper URL rmw NAME COUNTER_TABLE ROUNDS
 //       ROUNDS times: lock NAME, read the counter row, write it + 1 (a
 //       non-atomic read-modify-write), unlock. Prints "done" at the end.
+//   dlock_test_helper exec-ignoring-sigchld PROGRAM ARGS...
+//       Execs PROGRAM with SIGCHLD ignored (inherited across exec).
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
@@ -13,6 +15,9 @@
 
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -24,6 +29,13 @@
 #include "connection.hpp"
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "exec-ignoring-sigchld") {
+    // dlock_test_helper exec-ignoring-sigchld PROGRAM ARGS...: runs PROGRAM
+    // with SIGCHLD ignored, as some supervisors and shells leave it.
+    ::signal(SIGCHLD, SIG_IGN);
+    ::execv(argv[2], argv + 2);
+    return 127;
+  }
   if (argc < 4) {
     std::cerr << "usage: dlock_test_helper URL COMMAND ARGS...\n";
     return 2;

@@ -65,6 +65,7 @@ namespace dlock {
 
 namespace details {
 class Client;
+struct ClientAccess;  // the library's own tools (src/client_access.hpp)
 }
 
 class DatabaseDistributedLock {
@@ -136,6 +137,7 @@ class DatabaseDistributedLock {
   const std::string& machine_id() const noexcept;
 
  private:
+  friend struct details::ClientAccess;
   std::unique_ptr<details::Client> client_;
 };
 
