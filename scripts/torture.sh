@@ -8,8 +8,11 @@
 #                      [--workers K] [--threads T] [--names N]
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,
-# pause-db, kill-db, kill-conns, idle-timeout, pool. --quick runs 90 s plus
-# a 40 s control run (under 3 minutes); the default runs 600 s.
+# pause-db, kill-db, kill-conns, idle-timeout, foreign-lock, kill-dlock,
+# pool, shared-id. Besides the library workers, a CLI workload runs its
+# critical sections under `dlock run` (kill-dlock kills those dlock
+# processes). --quick runs 90 s plus a 40 s control run (under 3 minutes);
+# the default runs 600 s.
 # Exits non-zero on any violation, or if the control run (no fence guard)
 # fails to lose updates. Histories and worker logs land in BUILD/torture/;
 # DLOCK_BUILD_DIR=DIR skips the install-and-build step and uses DIR.
@@ -29,4 +32,4 @@ trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null 2>&1 || tru
 out="$build_dir/torture"
 mkdir -p "$out"
 "$build_dir/tests/dlock_torture" --url "$("$root/scripts/db.sh" url)" --db-script "$root/scripts/db.sh" \
-  --out "$out" "$@"
+  --dlock "$build_dir/cli/dlock" --out "$out" "$@"

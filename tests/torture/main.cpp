@@ -1,13 +1,19 @@
 // dlock_torture: orchestrator (workers + nemesis + checker) and worker.
 //
-//   dlock_torture --url URL --db-script scripts/db.sh --out DIR
+//   dlock_torture --url URL --db-script scripts/db.sh --out DIR [--dlock PATH]
 //                 [--quick] [--faults LIST] [--duration SECONDS]
 //                 [--workers K] [--threads T] [--names N]
-//   dlock_torture --worker URL MACHINE_ID HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US
+//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US
+//   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
+//   dlock_torture --cli-step URL NAME OP HISTORY FENCED
 //
 // Fault kinds: kill-holder, pause-holder, pause-db, kill-db, kill-conns,
-// idle-timeout, pool. Exit status 0 only if the checker found no violation
-// and the control run (no fence guard, holders paused) lost updates.
+// idle-timeout, foreign-lock, kill-dlock (injected one after another), and
+// pool, shared-id (in force for the whole run). With --dlock, a CLI
+// workload (critical sections run by `dlock run`) runs beside the library
+// workers; kill-dlock needs it. Exit status 0 only if the checker found no
+// violation and the control run (no fence guard, holders paused) lost
+// updates.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <signal.h>
@@ -38,11 +44,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",   "kill-db",
-                                             "kill-conns",  "idle-timeout", "pool"};
+const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",     "kill-db",
+                                             "kill-conns",  "idle-timeout", "foreign-lock", "kill-dlock",
+                                             "pool",        "shared-id"};
+// Faults in force for a whole run rather than injected one at a time.
+bool is_configuration(const std::string& kind) { return kind == "pool" || kind == "shared-id"; }
 
 struct Config {
-  std::string url, db_script, out, self;
+  std::string url, db_script, out, self, dlock;
   std::set<std::string> faults;
   int workers = 4, threads = 2, names = 3;
   int duration_s = 600;
@@ -117,8 +126,10 @@ class Admin {
 struct WorkerSlot {
   int index = 0;
   int incarnation = 0;
+  bool cli = false;  // the CLI workload (dlock run), not a library worker
   std::unique_ptr<test::ChildProcess> process;
-  std::string machine_id;
+  std::string machine_id;  // unique per incarnation
+  std::string label;       // its clients' Options::machine_id
   bool killed_by_nemesis = false;
 };
 
@@ -147,6 +158,12 @@ class Run {
         slots_.back()->index = i;
         start(*slots_.back());
       }
+      if (!cfg_.dlock.empty()) {
+        slots_.push_back(std::make_unique<WorkerSlot>());
+        slots_.back()->index = cfg_.workers;
+        slots_.back()->cli = true;
+        start(*slots_.back());
+      }
     }
     std::thread nemesis([this] { nemesis_loop(); });
     supervise();
@@ -162,6 +179,13 @@ class Run {
 
  private:
   std::string history_path(int index) const { return cfg_.out + "/" + tag_ + "-w" + std::to_string(index) + ".history"; }
+  std::string pid_path(int index) const { return cfg_.out + "/" + tag_ + "-w" + std::to_string(index) + ".dlock-pid"; }
+  int slot_count() const { return cfg_.workers + (cfg_.dlock.empty() ? 0 : 1); }
+  std::string cli_url() const {
+    return cfg_.url + (cfg_.url.find('?') == std::string::npos ? "?" : "&") +
+           "table=torture_lock&watchdog_timeout_ms=" + std::to_string(kWatchdogMs) +
+           "&poll_interval_ms=" + std::to_string(kPollMs) + "&io_timeout_ms=2000&connect_timeout_ms=2000";
+  }
 
   void prepare_tables() {
     admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_resource, torture_audit");
@@ -172,15 +196,28 @@ class Run {
                 " exit_time DATETIME(6) NOT NULL, applied TINYINT NOT NULL, op VARCHAR(128) NOT NULL) ENGINE=InnoDB");
     for (int n = 0; n < cfg_.names; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('r" + std::to_string(n) + "')");
-    for (int i = 0; i < cfg_.workers; ++i) std::remove(history_path(i).c_str());
+    for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
   void start(WorkerSlot& s) {
-    s.machine_id = "w" + std::to_string(s.index) + "-" + std::to_string(++s.incarnation);
+    s.machine_id = (s.cli ? "c" : "w") + std::to_string(s.index) + "-" + std::to_string(++s.incarnation);
     s.killed_by_nemesis = false;
+    if (s.cli) {
+      s.label = "cli";
+      s.process = std::make_unique<test::ChildProcess>(
+          cfg_.self, std::vector<std::string>{"--cli-worker", cli_url(), cfg_.dlock, s.machine_id,
+                                              history_path(s.index), pid_path(s.index), std::to_string(cfg_.names),
+                                              fenced_ ? "1" : "0", std::to_string(until_us_)});
+      return;
+    }
+    // shared-id: two workers share a label, and each runs two clients with
+    // it; every one of those clients must still be an owner of its own.
+    const bool shared = faults_.count("shared-id") != 0;
+    s.label = shared ? "pair" + std::to_string(s.index / 2) : s.machine_id;
     const int pool = faults_.count("pool") ? std::max(1, cfg_.threads - 1) : cfg_.threads + 1;
     s.process = std::make_unique<test::ChildProcess>(
-        cfg_.self, std::vector<std::string>{"--worker", cfg_.url, s.machine_id, history_path(s.index),
+        cfg_.self, std::vector<std::string>{"--worker", cfg_.url, s.machine_id, s.label, shared ? "2" : "1",
+                                            history_path(s.index),
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_)});
@@ -212,7 +249,7 @@ class Run {
     for (auto& s : slots_) {
       if (!s->process) continue;
       ::kill(s->process->pid(), SIGCONT);  // never leave one stopped
-      const auto line = s->process->wait_for_line("threads ", 30s);
+      const auto line = s->cli ? std::optional<std::string>() : s->process->wait_for_line("threads ", 30s);
       const auto status = s->process->wait(10s);
       if (!status) {
         violation("worker " + s->machine_id + " hung past the end of the run");
@@ -222,7 +259,7 @@ class Run {
       if (s->killed_by_nemesis) continue;
       if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
         violation("worker " + s->machine_id + " crashed (wait status " + std::to_string(*status) + ")");
-      else if (!line || *line != "threads left 0")
+      else if (!s->cli && (!line || *line != "threads left 0"))
         violation("worker " + s->machine_id + " did not end cleanly: " + line.value_or("no thread report"));
     }
   }
@@ -234,18 +271,52 @@ class Run {
 
   // ------------------------------------------------------------- nemesis
 
+  // A library worker holding a lock now (with shared-id, one of the two
+  // workers with the holder's label).
   pid_t holder_pid(std::string* machine) {
     const auto rows = admin_.rows(
         "SELECT machine_id FROM torture_lock WHERE is_locked = 1 AND expire_time > NOW(6) ORDER BY RAND() LIMIT 1", 1);
     if (rows.empty()) return 0;
     std::lock_guard<std::mutex> g(m_);
-    for (auto& s : slots_) {
-      if (s->process && s->machine_id == rows[0][0]) {
-        *machine = s->machine_id;
-        return s->process->pid();
-      }
+    std::vector<WorkerSlot*> candidates;
+    for (auto& s : slots_)
+      if (s->process && !s->cli && s->label == rows[0][0]) candidates.push_back(s.get());
+    if (candidates.empty()) return 0;
+    WorkerSlot* s = candidates[static_cast<std::size_t>(now_us()) % candidates.size()];
+    *machine = s->machine_id;
+    return s->process->pid();
+  }
+
+  // The dlock process the CLI workload runs now, 0 if none.
+  pid_t dlock_pid() {
+    for (int i = 0; i < slot_count(); ++i) {
+      std::ifstream in(pid_path(i));
+      long pid = 0;
+      if (!(in >> pid) || pid <= 0) continue;
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name == "dlock") return static_cast<pid_t>(pid);
     }
     return 0;
+  }
+
+  // Holds the lock row of a random name in a transaction of its own, past
+  // the workers' leases, then rolls back.
+  void lock_row_for_a_while(FaultEvent& e) {
+    const std::string name = "r" + std::to_string(static_cast<std::size_t>(now_us()) % static_cast<std::size_t>(cfg_.names));
+    e.detail = name;
+    try {
+      auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(cfg_.url)));
+      c->execute_plain("START TRANSACTION");
+      auto& ps = c->prepared("SELECT lock_name FROM torture_lock WHERE lock_name = ? FOR UPDATE");
+      ps.setString(1, name);
+      std::unique_ptr<sql::ResultSet>(ps.executeQuery());
+      std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
+      c->execute_plain("ROLLBACK");
+    } catch (const std::exception& ex) {
+      e.detail += std::string(" (") + ex.what() + ")";
+    }
   }
 
   void mark_killed(pid_t pid) {
@@ -294,6 +365,18 @@ class Run {
       ::kill(static_cast<pid_t>(std::stol(pid)), SIGCONT);
     } else if (kind == "kill-db") {
       shell("'" + cfg_.db_script + "' kill >/dev/null 2>&1; '" + cfg_.db_script + "' start >/dev/null 2>&1");
+    } else if (kind == "kill-dlock") {
+      pid_t pid = 0;
+      for (int i = 0; i < 100 && pid == 0; ++i) {
+        pid = dlock_pid();
+        if (pid == 0) std::this_thread::sleep_for(20ms);
+      }
+      if (pid == 0) return {kind, 0, 0, "no dlock process found"};
+      e.start_us = now_us();
+      e.detail = "pid " + std::to_string(pid);
+      ::kill(pid, SIGKILL);  // dlock alone: its command must not survive it
+    } else if (kind == "foreign-lock") {
+      lock_row_for_a_while(e);
     } else if (kind == "kill-conns") {
       kill_client_connections();  // the watchdogs' connections among them
     } else if (kind == "idle-timeout") {
@@ -309,7 +392,7 @@ class Run {
   void nemesis_loop() {
     std::vector<std::string> kinds;
     for (const auto& k : kAllFaults)
-      if (faults_.count(k) && k != "pool") kinds.push_back(k);
+      if (faults_.count(k) && !is_configuration(k) && (k != "kill-dlock" || !cfg_.dlock.empty())) kinds.push_back(k);
     std::size_t next = 0;
     std::int64_t at = now_us() + 4'000'000;
     while (!kinds.empty()) {
@@ -333,7 +416,7 @@ class Run {
     r.violations = violations_;
     std::map<std::string, std::vector<std::int64_t>> acquired;  // name -> times
     std::map<std::string, std::string> outcome;                 // op -> last word
-    for (int i = 0; i < cfg_.workers; ++i) {
+    for (int i = 0; i < slot_count(); ++i) {
       std::ifstream in(history_path(i));
       std::string line;
       while (std::getline(in, line)) {
@@ -345,6 +428,8 @@ class Run {
           ++r.acquisitions;
         } else if (word == "begin") {
           outcome.emplace(a, "begin");
+        } else if (word == "orphan") {
+          r.violations.push_back("a command run by dlock outlived its dlock process (" + a + ")");
         } else {
           outcome[a] = word;
         }
@@ -358,7 +443,8 @@ class Run {
       else ++r.unknown;  // "unknown", or begun and never finished (killed)
     }
     for (const auto& e : events_) ++r.faults[e.kind];
-    if (faults_.count("pool")) r.faults["pool"] = 1;
+    for (const auto& k : faults_)
+      if (is_configuration(k)) r.faults[k] = 1;
 
     // Counter vs increments: the audit row commits with the write, so the
     // applied rows are exactly the writes that took effect.
@@ -511,19 +597,36 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 10 && args[0] == "--worker") {
+    if (args.size() == 12 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
-      w.history_path = args[3];
-      w.log_path = args[4];
-      w.threads = std::stoi(args[5]);
-      w.names = std::stoi(args[6]);
-      w.pool_size = std::stoi(args[7]);
-      w.fenced = args[8] == "1";
-      w.until_us = std::stoll(args[9]);
+      w.label = args[3];
+      w.clients = std::stoi(args[4]);
+      w.history_path = args[5];
+      w.log_path = args[6];
+      w.threads = std::stoi(args[7]);
+      w.names = std::stoi(args[8]);
+      w.pool_size = std::stoi(args[9]);
+      w.fenced = args[10] == "1";
+      w.until_us = std::stoll(args[11]);
       return run_worker(w);
     }
+    if (args.size() == 9 && args[0] == "--cli-worker") {
+      CliWorkerArgs w;
+      w.url = args[1];
+      w.dlock = args[2];
+      w.id = args[3];
+      w.history_path = args[4];
+      w.pid_path = args[5];
+      w.names = std::stoi(args[6]);
+      w.fenced = args[7] == "1";
+      w.until_us = std::stoll(args[8]);
+      w.self = argv[0];
+      return run_cli_worker(w);
+    }
+    if (args.size() == 6 && args[0] == "--cli-step")
+      return run_cli_step(args[1], args[2], args[3], args[4], args[5] == "1");
     Config cfg;
     cfg.self = argv[0];
     cfg.faults.insert(kAllFaults.begin(), kAllFaults.end());
@@ -534,6 +637,7 @@ int main(int argc, char** argv) {
         return args[++i];
       };
       if (args[i] == "--url") cfg.url = value();
+      else if (args[i] == "--dlock") cfg.dlock = value();
       else if (args[i] == "--db-script") cfg.db_script = value();
       else if (args[i] == "--out") cfg.out = value();
       else if (args[i] == "--quick") cfg.quick = true;
@@ -557,6 +661,8 @@ int main(int argc, char** argv) {
     if (cfg.url.empty() || cfg.db_script.empty() || cfg.out.empty())
       throw std::invalid_argument("--url, --db-script and --out are required");
     if (cfg.quick && !duration_given) cfg.duration_s = 90;
+    // Quick mode injects every kind once: 8 kinds, one every 9 s, fit in 90 s.
+    if (cfg.quick) cfg.fault_every_s = 9;
     if (cfg.workers < 1 || cfg.threads < 1 || cfg.names < 1 || cfg.duration_s < 15)
       throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");
     return orchestrate(cfg);

@@ -23,7 +23,9 @@ inline std::int64_t now_us() {
 
 struct WorkerArgs {
   std::string url;
-  std::string machine_id;    // "w<index>-<incarnation>"
+  std::string machine_id;    // "w<index>-<incarnation>": unique, names ops and audit rows
+  std::string label;         // Options::machine_id of its clients (shared by two workers with shared-id)
+  int clients = 1;           // clients in the process, all with `label`; threads alternate between them
   std::string history_path;  // appended to, one line per event
   std::string log_path;      // the worker's stderr
   int threads = 2;
@@ -34,5 +36,29 @@ struct WorkerArgs {
 };
 
 int run_worker(const WorkerArgs& args);
+
+// The CLI workload: a loop of `dlock run --wait 2s NAME -- SELF --cli-step
+// ...`, one at a time, until `until_us`. The pid of the dlock process
+// running now is kept in `pid_path` (for the kill-dlock fault).
+struct CliWorkerArgs {
+  std::string url;  // with table= and the lease parameters
+  std::string dlock;
+  std::string self;
+  std::string id;  // "c<index>-<incarnation>"
+  std::string history_path;
+  std::string pid_path;
+  int names = 3;
+  bool fenced = true;
+  std::int64_t until_us = 0;
+};
+int run_cli_worker(const CliWorkerArgs& args);
+
+// One critical section run by `dlock run` (fence from DLOCK_FENCE). It
+// pauses 200-600 ms inside, watching its parent: if the process that
+// started it is gone (dlock was killed and the command survived it), it
+// writes "orphan OP" to the history, which the checker counts as a
+// violation, and goes on like any command that does not know.
+int run_cli_step(const std::string& url, const std::string& name, const std::string& op,
+                 const std::string& history_path, bool fenced);
 
 }  // namespace dlock::torture

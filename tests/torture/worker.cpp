@@ -11,7 +11,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -65,76 +71,80 @@ int settled_thread_count(int target) {
   return last;
 }
 
+// The fenced read-modify-write every workload does inside its critical
+// section. Writes begin/ok/refused/failed/unknown lines keyed by `op`.
+// `pause` runs between the read and the write.
+template <class Pause>
+void critical_section(History& history, bool fenced, const std::string& worker,
+                      const details::ConnectionSettings& settings, std::unique_ptr<details::Connection>& db,
+                      const std::string& name, std::uint64_t fence, const std::string& op, Pause&& pause) {
+  bool begun = false;
+  try {
+    if (!db || db->broken()) db = details::Connection::open(settings);
+    if (fenced) {
+      // Claim the resource for this fence before reading it: a stale
+      // holder's late write is refused from here on, and so is any holder
+      // whose fence is lower than one already seen.
+      auto& claim = db->prepared("UPDATE torture_resource SET last_fence = ? WHERE name = ? AND last_fence <= ?");
+      claim.setUInt64(1, fence);
+      claim.setString(2, name);
+      claim.setUInt64(3, fence);
+      if (claim.executeUpdate() == 0) {
+        history.line("claimrefused " + op);
+        return;
+      }
+    }
+    auto& read = db->prepared("SELECT counter, DATE_FORMAT(SYSDATE(6), '%Y-%m-%d %H:%i:%s.%f') FROM "
+                              "torture_resource WHERE name = ?");
+    read.setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+    if (!rs->next()) throw std::runtime_error("no resource row for " + name);
+    const std::int64_t counter = rs->getInt64(1);
+    const std::string entry = rs->getString(2);
+    rs.reset();
+    pause();
+
+    history.line("begin " + op);
+    begun = true;
+    db->execute_plain("START TRANSACTION");
+    auto& write = db->prepared(fenced ? "UPDATE torture_resource SET counter = ? WHERE name = ? AND last_fence <= ?"
+                                      : "UPDATE torture_resource SET counter = ? WHERE name = ?");
+    write.setInt64(1, counter + 1);
+    write.setString(2, name);
+    if (fenced) write.setUInt64(3, fence);
+    const bool applied = write.executeUpdate() == 1;
+    auto& audit = db->prepared(
+        "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op)"
+        " VALUES (?, ?, ?, ?, SYSDATE(6), ?, ?)");
+    audit.setString(1, name);
+    audit.setUInt64(2, fence);
+    audit.setString(3, worker);
+    audit.setString(4, entry);
+    audit.setInt(5, applied ? 1 : 0);
+    audit.setString(6, op);
+    audit.executeUpdate();
+    db->execute_plain("COMMIT");
+    history.line((applied ? "ok " : "refused ") + op);
+  } catch (const sql::SQLException& e) {
+    const bool lost = e.getErrorCode() == 0 || details::is_connection_error(e.getErrorCode());
+    if (db) db->mark_broken();  // a fresh connection next time: no half transaction survives
+    history.line(std::string(begun && lost ? "unknown " : "failed ") + op + " " + std::to_string(e.getErrorCode()));
+  } catch (const std::exception& e) {
+    if (db) db->mark_broken();
+    history.line(std::string(begun ? "unknown " : "failed ") + op + " " + e.what());
+  }
+}
+
 struct Worker {
   WorkerArgs args;
   History history;
-  DatabaseDistributedLock& client;
+  std::vector<std::unique_ptr<DatabaseDistributedLock>>& clients;
   details::ConnectionSettings settings;
-
-  // One critical section on `name` with `fence`. Writes begin/ok/refused/
-  // failed/unknown lines keyed by `op`.
-  void critical_section(std::unique_ptr<details::Connection>& db, const std::string& name, std::uint64_t fence,
-                        const std::string& op, std::mt19937& rng) {
-    bool begun = false;
-    try {
-      if (!db || db->broken()) db = details::Connection::open(settings);
-      if (args.fenced) {
-        // Claim the resource for this fence before reading it: a stale
-        // holder's late write is refused from here on, and so is any
-        // holder whose fence is lower than one already seen.
-        auto& claim = db->prepared("UPDATE torture_resource SET last_fence = ? WHERE name = ? AND last_fence <= ?");
-        claim.setUInt64(1, fence);
-        claim.setString(2, name);
-        claim.setUInt64(3, fence);
-        if (claim.executeUpdate() == 0) {
-          history.line("claimrefused " + op);
-          return;
-        }
-      }
-      auto& read = db->prepared("SELECT counter, DATE_FORMAT(SYSDATE(6), '%Y-%m-%d %H:%i:%s.%f') FROM "
-                                "torture_resource WHERE name = ?");
-      read.setString(1, name);
-      std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
-      if (!rs->next()) throw std::runtime_error("no resource row for " + name);
-      const std::int64_t counter = rs->getInt64(1);
-      const std::string entry = rs->getString(2);
-      rs.reset();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8));
-
-      history.line("begin " + op);
-      begun = true;
-      db->execute_plain("START TRANSACTION");
-      auto& write = db->prepared(args.fenced ? "UPDATE torture_resource SET counter = ? WHERE name = ? AND last_fence <= ?"
-                                             : "UPDATE torture_resource SET counter = ? WHERE name = ?");
-      write.setInt64(1, counter + 1);
-      write.setString(2, name);
-      if (args.fenced) write.setUInt64(3, fence);
-      const bool applied = write.executeUpdate() == 1;
-      auto& audit = db->prepared(
-          "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op)"
-          " VALUES (?, ?, ?, ?, SYSDATE(6), ?, ?)");
-      audit.setString(1, name);
-      audit.setUInt64(2, fence);
-      audit.setString(3, args.machine_id);
-      audit.setString(4, entry);
-      audit.setInt(5, applied ? 1 : 0);
-      audit.setString(6, op);
-      audit.executeUpdate();
-      db->execute_plain("COMMIT");
-      history.line((applied ? "ok " : "refused ") + op);
-    } catch (const sql::SQLException& e) {
-      const bool lost = e.getErrorCode() == 0 || details::is_connection_error(e.getErrorCode());
-      if (db) db->mark_broken();  // a fresh connection next time: no half transaction survives
-      history.line(std::string(begun && lost ? "unknown " : "failed ") + op + " " + std::to_string(e.getErrorCode()));
-    } catch (const std::exception& e) {
-      if (db) db->mark_broken();
-      history.line(std::string(begun ? "unknown " : "failed ") + op + " " + e.what());
-    }
-  }
 
   void run_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
     std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
     const bool lease_mode = index % 2 == 1;
     long seq = 0;
     while (now_us() < args.until_us) {
@@ -156,7 +166,8 @@ struct Worker {
       }
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + std::to_string(index) + ":" + std::to_string(++seq);
-        critical_section(db, name, fence, op, rng);
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
       }
       client.unlock(name);  // never throws for database trouble
     }
@@ -176,29 +187,133 @@ int run_worker(const WorkerArgs& args) {
   {
     Options options = Options::from_url(args.url);
     options.table = "torture_lock";
-    options.machine_id = args.machine_id;
+    options.machine_id = args.label;
     options.watchdog_timeout = std::chrono::milliseconds(kWatchdogMs);
     options.poll_interval = std::chrono::milliseconds(kPollMs);
     options.io_timeout = std::chrono::milliseconds(2000);
     options.connect_timeout = std::chrono::milliseconds(2000);
     options.pool_size = static_cast<std::size_t>(args.pool_size);
-    std::unique_ptr<DatabaseDistributedLock> client;
-    while (!client) {  // the server may be down or paused at start-up
+    std::vector<std::unique_ptr<DatabaseDistributedLock>> clients;
+    while (static_cast<int>(clients.size()) < args.clients) {  // the server may be down or paused at start-up
       try {
-        client = std::make_unique<DatabaseDistributedLock>(options);
+        clients.push_back(std::make_unique<DatabaseDistributedLock>(options));
       } catch (const BackendError&) {
         if (now_us() >= args.until_us) return 0;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     }
-    Worker worker{args, History(args.history_path), *client,
-                  details::ConnectionSettings::from(options)};
+    Worker worker{args, History(args.history_path), clients, details::ConnectionSettings::from(options)};
     std::vector<std::thread> threads;
     for (int t = 0; t < args.threads; ++t) threads.emplace_back([&worker, t] { worker.run_thread(t); });
     for (auto& t : threads) t.join();
   }
   // The client is gone: every thread it started must be gone too.
   std::cout << "threads left " << settled_thread_count(baseline) - baseline << std::endl;
+  return 0;
+}
+
+namespace {
+
+// Field `field` (1-based, after the command name) of /proc/PID/stat; "" if gone.
+std::string proc_stat(pid_t pid, int field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream rest(text.substr(close + 2));
+  std::string value;
+  for (int i = 0; i < field && rest >> value; ++i) {
+  }
+  return value;
+}
+
+std::string comm_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+// The nearest ancestor called `name`, 0 if none.
+pid_t ancestor_named(const std::string& name) {
+  pid_t pid = ::getppid();
+  for (int depth = 0; depth < 8 && pid > 1; ++depth) {
+    if (comm_of(pid) == name) return pid;
+    const std::string parent = proc_stat(pid, 2);
+    if (parent.empty()) return 0;
+    pid = static_cast<pid_t>(std::stol(parent));
+  }
+  return 0;
+}
+
+bool gone(pid_t pid) {
+  const std::string state = proc_stat(pid, 1);
+  return state.empty() || state == "Z" || state == "X";
+}
+
+}  // namespace
+
+int run_cli_step(const std::string& url, const std::string& name, const std::string& op,
+                 const std::string& history_path, bool fenced) {
+  const pid_t dlock = ancestor_named("dlock");
+  const char* fence_text = std::getenv("DLOCK_FENCE");
+  const std::uint64_t fence = fence_text != nullptr ? std::stoull(fence_text) : 0;
+  History history(history_path);
+  history.line("acq " + name + " " + std::to_string(now_us()));
+  if (fence == 0) return 1;
+  std::mt19937 rng(static_cast<unsigned>(std::random_device{}()));
+  Options options = Options::from_url(url);
+  options.io_timeout = std::chrono::milliseconds(2000);
+  std::unique_ptr<details::Connection> db;
+  const auto worker = op.substr(0, op.find(':'));
+  critical_section(history, fenced, worker, details::ConnectionSettings::from(options), db, name, fence, op, [&] {
+    bool orphaned = false;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200 + rng() % 400);
+    while (std::chrono::steady_clock::now() < end) {
+      if (!orphaned && (dlock == 0 || gone(dlock))) {
+        orphaned = true;
+        history.line("orphan " + op);
+        // Keep going unprotected, past the lease, as a real command would.
+        std::this_thread::sleep_for(std::chrono::milliseconds(kWatchdogMs + 500));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  return 0;
+}
+
+int run_cli_worker(const CliWorkerArgs& args) {
+  std::mt19937 rng(static_cast<unsigned>(std::random_device{}()));
+  long seq = 0;
+  while (now_us() < args.until_us) {
+    const std::string name = "r" + std::to_string(rng() % static_cast<unsigned>(args.names));
+    const std::string op = args.id + ":cli:" + std::to_string(++seq);
+    std::vector<std::string> argv{args.dlock, "--url", args.url, "run", "--wait", "2s", name, "--",
+                                  args.self, "--cli-step", args.url, name, op, args.history_path,
+                                  args.fenced ? "1" : "0"};
+    std::vector<char*> a;
+    for (auto& x : argv) a.push_back(x.data());
+    a.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // The step's output would only clutter the orchestrator's.
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) {
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+      }
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    if (pid < 0) return 1;
+    {
+      std::ofstream(args.pid_path) << pid << "\n";
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::remove(args.pid_path.c_str());
+  }
   return 0;
 }
 
