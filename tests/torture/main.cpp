@@ -5,7 +5,7 @@
 //                 [--workers K] [--threads T] [--names N]
 //   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
-//   dlock_torture --cli-step URL NAME OP HISTORY FENCED
+//   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
 // Fault kinds: kill-holder, pause-holder, pause-db, kill-db, kill-conns,
 // idle-timeout, foreign-lock, kill-dlock (injected one after another), and
@@ -287,16 +287,27 @@ class Run {
     return s->process->pid();
   }
 
-  // The dlock process the CLI workload runs now, 0 if none.
+  // The dlock process the CLI workload runs now (a child of a CLI worker),
+  // 0 if none.
   pid_t dlock_pid() {
-    for (int i = 0; i < slot_count(); ++i) {
-      std::ifstream in(pid_path(i));
+    std::vector<std::pair<int, pid_t>> workers;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      for (auto& s : slots_)
+        if (s->cli && s->process) workers.emplace_back(s->index, s->process->pid());
+    }
+    for (const auto& [index, worker] : workers) {
+      std::ifstream in(pid_path(index));
       long pid = 0;
       if (!(in >> pid) || pid <= 0) continue;
-      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name == "dlock") return static_cast<pid_t>(pid);
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const auto close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(text.substr(close + 2));
+      std::string state;
+      long parent = 0;
+      if (rest >> state >> parent && state != "Z" && parent == worker) return static_cast<pid_t>(pid);
     }
     return 0;
   }
@@ -625,8 +636,8 @@ int main(int argc, char** argv) {
       w.self = argv[0];
       return run_cli_worker(w);
     }
-    if (args.size() == 6 && args[0] == "--cli-step")
-      return run_cli_step(args[1], args[2], args[3], args[4], args[5] == "1");
+    if (args.size() == 7 && args[0] == "--cli-step")
+      return run_cli_step(args[1], args[2], args[3], args[4], args[5] == "1", std::stoi(args[6]));
     Config cfg;
     cfg.self = argv[0];
     cfg.faults.insert(kAllFaults.begin(), kAllFaults.end());

@@ -227,20 +227,14 @@ std::string proc_stat(pid_t pid, int field) {
   return value;
 }
 
-std::string comm_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-
-// The nearest ancestor called `name`, 0 if none.
-pid_t ancestor_named(const std::string& name) {
+// The ancestor of this process whose parent is `grandparent` (the dlock
+// process the CLI worker started), 0 if none.
+pid_t ancestor_under(pid_t grandparent) {
   pid_t pid = ::getppid();
   for (int depth = 0; depth < 8 && pid > 1; ++depth) {
-    if (comm_of(pid) == name) return pid;
     const std::string parent = proc_stat(pid, 2);
     if (parent.empty()) return 0;
+    if (static_cast<pid_t>(std::stol(parent)) == grandparent) return pid;
     pid = static_cast<pid_t>(std::stol(parent));
   }
   return 0;
@@ -254,8 +248,8 @@ bool gone(pid_t pid) {
 }  // namespace
 
 int run_cli_step(const std::string& url, const std::string& name, const std::string& op,
-                 const std::string& history_path, bool fenced) {
-  const pid_t dlock = ancestor_named("dlock");
+                 const std::string& history_path, bool fenced, int cli_worker) {
+  const pid_t dlock = ancestor_under(static_cast<pid_t>(cli_worker));
   const char* fence_text = std::getenv("DLOCK_FENCE");
   const std::uint64_t fence = fence_text != nullptr ? std::stoull(fence_text) : 0;
   History history(history_path);
@@ -290,7 +284,7 @@ int run_cli_worker(const CliWorkerArgs& args) {
     const std::string op = args.id + ":cli:" + std::to_string(++seq);
     std::vector<std::string> argv{args.dlock, "--url", args.url, "run", "--wait", "2s", name, "--",
                                   args.self, "--cli-step", args.url, name, op, args.history_path,
-                                  args.fenced ? "1" : "0"};
+                                  args.fenced ? "1" : "0", std::to_string(::getpid())};
     std::vector<char*> a;
     for (auto& x : argv) a.push_back(x.data());
     a.push_back(nullptr);
