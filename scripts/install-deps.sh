@@ -3,11 +3,17 @@
 # missing. Idempotent and quiet when everything is there already.
 set -euo pipefail
 
+# Build: compiler, CMake, Connector/C++ 1.1, Boost (Asio), spdlog; the
+# dlock command: CLI11, nlohmann-json; tests: GoogleTest, pkg-config (the
+# packaging test), and the MariaDB server binaries plus client tools for the
+# private test server (mariadb-server-core, not the mariadb-server service
+# package, which would start a system-wide server on systemd hosts).
 packages=(
-  g++ cmake make
-  libmysqlcppconn-dev libboost-dev libspdlog-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  mariadb-server mariadb-client
+  g++ cmake make pkgconf
+  libmysqlcppconn-dev libboost-dev libspdlog-dev
+  libcli11-dev nlohmann-json3-dev
+  libgtest-dev
+  mariadb-server-core mariadb-client
 )
 
 missing=()
@@ -21,7 +27,4 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-# mariadb-server's maintainer scripts try to start the system service; the
-# project never uses it (scripts/db.sh runs a private server), so a refusal
-# to start it is harmless.
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

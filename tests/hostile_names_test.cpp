@@ -83,17 +83,17 @@ TEST(HostileNames, RejectedBeforeAnySql) {
     SCOPED_TRACE(what);
     EXPECT_THROW(client.lock(name), std::invalid_argument);
     EXPECT_THROW(client.lock(name, 5s), std::invalid_argument);
-    EXPECT_THROW(client.try_lock(name), std::invalid_argument);
-    EXPECT_THROW(client.try_lock(name, 1s), std::invalid_argument);
-    EXPECT_THROW(client.try_lock(name, 1s, 5s), std::invalid_argument);
+    EXPECT_THROW((void)client.try_lock(name), std::invalid_argument);
+    EXPECT_THROW((void)client.try_lock(name, 1s), std::invalid_argument);
+    EXPECT_THROW((void)client.try_lock(name, 1s, 5s), std::invalid_argument);
     EXPECT_THROW(client.unlock(name), std::invalid_argument);
     EXPECT_THROW(client.force_unlock(name), std::invalid_argument);
-    EXPECT_THROW(client.is_locked(name), std::invalid_argument);
-    EXPECT_THROW(client.is_held_by_current_thread(name), std::invalid_argument);
-    EXPECT_THROW(client.hold_count(name), std::invalid_argument);
-    EXPECT_THROW(client.remaining_ttl(name), std::invalid_argument);
-    EXPECT_THROW(client.fencing_token(name), std::invalid_argument);
-    EXPECT_THROW(client.get_lock(name), std::invalid_argument);
+    EXPECT_THROW((void)client.is_locked(name), std::invalid_argument);
+    EXPECT_THROW((void)client.is_held_by_current_thread(name), std::invalid_argument);
+    EXPECT_THROW((void)client.hold_count(name), std::invalid_argument);
+    EXPECT_THROW((void)client.remaining_ttl(name), std::invalid_argument);
+    EXPECT_THROW((void)client.fencing_token(name), std::invalid_argument);
+    EXPECT_THROW((void)client.get_lock(name), std::invalid_argument);
   }
   // Nothing reached the table, and the client is unharmed.
   EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + options.table + "`"), "0");

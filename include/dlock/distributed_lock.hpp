@@ -51,6 +51,7 @@
 //   wait for another owner's release lasts longer, as long as asked.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,15 +95,29 @@ class DatabaseDistributedLock {
   // One attempt, watchdog mode. Returns false if another owner holds `name`.
   // Throws (never returns false) for a lost hold (LockLostError) or a
   // database failure (BackendError).
-  bool try_lock(std::string_view name);
+  [[nodiscard]] bool try_lock(std::string_view name);
   // Waits up to `wait` (watchdog mode). Never returns false before `wait`
   // has passed; a wait <= 0 is a single attempt; a wait of about a century
   // or more (Millis::max()) waits forever. Throws LockLostError if the
   // calling thread's earlier hold on `name` was lost and it still owes
   // unlock() for it (see lock()).
-  bool try_lock(std::string_view name, Millis wait);
-  // Waits up to `wait`, then holds with a fixed `lease`.
-  bool try_lock(std::string_view name, Millis wait, Millis lease);
+  [[nodiscard]] bool try_lock(std::string_view name, Millis wait);
+  // The same for any duration type (5s, 1500us, duration<double>(0.5)):
+  // rounded up to whole milliseconds, saturating to "forever".
+  template <class Rep, class Period>
+  [[nodiscard]] bool try_lock(std::string_view name, const std::chrono::duration<Rep, Period>& wait) {
+    return try_lock(name, details::saturating_wait(wait));
+  }
+  // Waits up to `wait`, then holds with a fixed `lease`: the wait comes
+  // first, the lease second, as in Redisson's tryLock(waitTime, leaseTime):
+  //   client.try_lock("report", /*wait=*/2s, /*lease=*/10min)
+  [[nodiscard]] bool try_lock(std::string_view name, Millis wait, Millis lease);
+  // The same for any duration types.
+  template <class WaitRep, class WaitPeriod, class LeaseRep, class LeasePeriod>
+  [[nodiscard]] bool try_lock(std::string_view name, const std::chrono::duration<WaitRep, WaitPeriod>& wait,
+                              const std::chrono::duration<LeaseRep, LeasePeriod>& lease) {
+    return try_lock(name, details::saturating_wait(wait), details::saturating_wait(lease));
+  }
   // Releases one hold of the calling thread. Throws NotHeldError, before any
   // SQL, if this thread holds no hold on `name` in this client. If the
   // database shows the hold was already lost, logs a warning, calls
@@ -116,25 +131,25 @@ class DatabaseDistributedLock {
   bool force_unlock(std::string_view name);
 
   // True if any owner holds an unexpired hold on `name` (one read).
-  bool is_locked(std::string_view name);
+  [[nodiscard]] bool is_locked(std::string_view name);
   // True if the calling thread holds `name` in this client. No SQL when it
   // holds nothing locally; otherwise one read confirms the row.
-  bool is_held_by_current_thread(std::string_view name);
+  [[nodiscard]] bool is_held_by_current_thread(std::string_view name);
   // The calling thread's hold count; 0 if it holds none or its hold is lost.
-  int hold_count(std::string_view name);
+  [[nodiscard]] int hold_count(std::string_view name);
   // Time left on the current holder's lease (any owner), by the server's
   // clock; nullopt when `name` is not locked.
-  std::optional<Millis> remaining_ttl(std::string_view name);
+  [[nodiscard]] std::optional<Millis> remaining_ttl(std::string_view name);
   // The fencing token of the calling thread's hold; 0 if it holds none or
   // its lease has run out. Costs one read the first time per hold (the token
   // is fixed for the life of a hold), none after.
-  std::uint64_t fencing_token(std::string_view name);
+  [[nodiscard]] std::uint64_t fencing_token(std::string_view name);
 
   // A copyable handle bound to this client and `name` (validated now; throws
   // std::invalid_argument). The handle must not outlive this client.
-  Lock get_lock(std::string name);
+  [[nodiscard]] Lock get_lock(std::string name);
   // This client's identity in the table.
-  const std::string& machine_id() const noexcept;
+  [[nodiscard]] const std::string& machine_id() const noexcept;
 
  private:
   friend struct details::ClientAccess;

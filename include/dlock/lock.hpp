@@ -53,31 +53,37 @@ class Lock {
  public:
   void lock();
   void lock(Millis lease);
-  bool try_lock();
-  bool try_lock(Millis wait, Millis lease);
+  [[nodiscard]] bool try_lock();
+  // Waits up to `wait` (first), then holds with a fixed `lease` (second).
+  [[nodiscard]] bool try_lock(Millis wait, Millis lease);
+  template <class WaitRep, class WaitPeriod, class LeaseRep, class LeasePeriod>
+  [[nodiscard]] bool try_lock(const std::chrono::duration<WaitRep, WaitPeriod>& wait,
+                              const std::chrono::duration<LeaseRep, LeasePeriod>& lease) {
+    return try_lock(details::saturating_wait(wait), details::saturating_wait(lease));
+  }
   // Waits up to `wait`, watchdog mode. Never returns false early: the wait is
   // rounded up to whole milliseconds. A wait too long to represent (such as
   // duration::max()) waits forever.
   template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
     return try_lock_waiting(details::saturating_wait(wait));
   }
   // Waits until `deadline` on `Clock`, watchdog mode. A deadline in the past
   // is a single attempt; time_point::max() waits forever. The difference is
   // taken in floating point, so no deadline overflows.
   template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     using Ms = std::chrono::duration<long double, std::milli>;
     return try_lock_waiting(details::saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch())));
   }
   void unlock();
   bool force_unlock();
-  bool is_locked() const;
-  bool is_held_by_current_thread() const;
-  int hold_count() const;
-  std::optional<Millis> remaining_ttl() const;
-  std::uint64_t fencing_token() const;
-  const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] bool is_locked() const;
+  [[nodiscard]] bool is_held_by_current_thread() const;
+  [[nodiscard]] int hold_count() const;
+  [[nodiscard]] std::optional<Millis> remaining_ttl() const;
+  [[nodiscard]] std::uint64_t fencing_token() const;
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
  private:
   friend class DatabaseDistributedLock;
