@@ -1,5 +1,6 @@
-# Install rules: headers, the library, the exported target dlock::dlock, and
-# a package config so consumers can `find_package(dlock CONFIG)`.
+# Install rules: headers, the library, the exported target dlock::dlock, a
+# package config so consumers can `find_package(dlock CONFIG)`, and dlock.pc
+# for pkg-config.
 include(CMakePackageConfigHelpers)
 
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
@@ -22,3 +23,15 @@ install(FILES
   "${CMAKE_CURRENT_BINARY_DIR}/dlockConfigVersion.cmake"
   cmake/FindMySQLConnectorCpp.cmake
   DESTINATION ${DLOCK_CMAKE_DIR})
+
+# pkg-config: `pkg-config --cflags --libs dlock` (add --static for the
+# default static library, which needs Connector/C++ and spdlog at link time).
+file(RELATIVE_PATH DLOCK_PC_PREFIX_FROM_PCDIR "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" DLOCK_PC_PREFIX_FROM_PCDIR "${DLOCK_PC_PREFIX_FROM_PCDIR}")
+set(DLOCK_PC_CFLAGS "")
+if(BUILD_SHARED_LIBS)
+  set(DLOCK_PC_CFLAGS " -DDLOCK_SHARED")
+endif()
+configure_file(cmake/dlock.pc.in "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" @ONLY)
+install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/dlock)

@@ -59,6 +59,7 @@
 #include <string_view>
 
 #include "dlock/errors.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 
@@ -69,7 +70,7 @@ class Client;
 struct ClientAccess;  // the library's own tools (src/client_access.hpp)
 }
 
-class DatabaseDistributedLock {
+class DLOCK_API DatabaseDistributedLock {
  public:
   // Validates `options` (std::invalid_argument on a bad field), connects,
   // and creates the table when `options.create_table`. Throws BackendError

@@ -14,16 +14,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "dlock/export.hpp"
+
 namespace dlock {
 
-class Error : public std::runtime_error {
+class DLOCK_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // Misuse: releasing a lock the calling thread does not hold in this client.
 // Detected locally, before any SQL.
-class NotHeldError : public Error {
+class DLOCK_API NotHeldError : public Error {
  public:
   using Error::Error;
 };
@@ -34,7 +36,7 @@ class NotHeldError : public Error {
 // the caller's critical section is no longer protected, and it must learn so.
 // The owed unlock() calls return normally; once they are all made, acquiring
 // works again and yields a new fencing token.
-class LockLostError : public Error {
+class DLOCK_API LockLostError : public Error {
  public:
   using Error::Error;
 };
@@ -43,7 +45,7 @@ class LockLostError : public Error {
 // connection, or answered with an error. When a statement's outcome could not
 // be established (the connection died mid-statement and the row could not be
 // read back), the message says so.
-class BackendError : public Error {
+class DLOCK_API BackendError : public Error {
  public:
   BackendError(const std::string& what, int code, std::string sql_state);
 

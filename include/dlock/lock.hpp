@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "dlock/export.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock {
@@ -49,7 +50,7 @@ Millis saturating_wait(const std::chrono::duration<Rep, Period>& wait) {
 }
 }  // namespace details
 
-class Lock {
+class DLOCK_API Lock {
  public:
   void lock();
   void lock(Millis lease);

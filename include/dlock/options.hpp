@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "dlock/export.hpp"
+
 namespace spdlog {
 class logger;
 }
@@ -27,7 +29,7 @@ namespace dlock {
 
 using Millis = std::chrono::milliseconds;
 
-struct Options {
+struct DLOCK_API Options {
   // ---- Where the database is -------------------------------------------
 
   // Server address. Default "127.0.0.1". "localhost" makes the client library

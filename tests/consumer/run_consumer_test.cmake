@@ -1,5 +1,6 @@
 # ctest driver: install the built dlock into a scratch prefix, then build and
-# run tests/consumer against that prefix with find_package(dlock CONFIG).
+# run tests/consumer against that prefix twice: with find_package(dlock
+# CONFIG), and with a plain compiler command line from pkg-config.
 file(REMOVE_RECURSE "${WORK_DIR}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${WORK_DIR}/prefix"
                 RESULT_VARIABLE rc)
@@ -29,7 +30,29 @@ if(url STREQUAL "")
 endif()
 execute_process(COMMAND "${WORK_DIR}/build/consumer" "${url}?table=t_package_consumer"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message(STATUS "consumer said: ${out}")
+message(STATUS "consumer (CMake) said: ${out}")
 if(rc OR NOT out MATCHES "locked with fence [1-9]")
   message(FATAL_ERROR "the consumer did not run: ${rc}")
+endif()
+
+# pkg-config, as a Makefile or another build system would use it.
+set(ENV{PKG_CONFIG_PATH} "${WORK_DIR}/prefix/${LIBDIR}/pkgconfig")
+execute_process(COMMAND pkg-config --cflags --libs --static dlock
+                RESULT_VARIABLE rc OUTPUT_VARIABLE pc_flags ERROR_VARIABLE pc_error OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(rc)
+  message(FATAL_ERROR "pkg-config does not know the installed dlock: ${pc_error}")
+endif()
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+separate_arguments(sanitize_flags UNIX_COMMAND "${flags}")
+execute_process(COMMAND ${CXX_COMPILER} -std=c++20 ${sanitize_flags} "${SOURCE_DIR}/tests/consumer/main.cpp"
+                        ${pc_flags} -o "${WORK_DIR}/consumer_pc"
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "building the consumer with pkg-config's flags failed: ${err}")
+endif()
+execute_process(COMMAND "${WORK_DIR}/consumer_pc" "${url}?table=t_package_consumer"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+message(STATUS "consumer (pkg-config) said: ${out}")
+if(rc OR NOT out MATCHES "locked with fence [1-9]")
+  message(FATAL_ERROR "the pkg-config consumer did not run: ${rc}")
 endif()

@@ -1,0 +1,42 @@
+# ctest driver: builds dlock as a shared library in a scratch directory and
+# checks that it exports the public API alone: every exported symbol belongs
+# to namespace dlock, none to dlock::details, and nothing from Boost, fmt,
+# spdlog or Connector/C++.
+file(REMOVE_RECURSE "${WORK_DIR}")
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}" -DCMAKE_BUILD_TYPE=Release
+                -DBUILD_SHARED_LIBS=ON -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF -DDLOCK_BUILD_BENCH=OFF
+                -DDLOCK_BUILD_CLI=OFF -DDLOCK_INSTALL=OFF -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "configuring a shared build failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}" --target dlock -j 2 RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "building a shared libdlock failed")
+endif()
+file(GLOB libs "${WORK_DIR}/libdlock.so.*.*.*")
+list(GET libs 0 lib)
+execute_process(COMMAND nm -D -C --defined-only "${lib}" OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "nm failed on ${lib}")
+endif()
+string(REPLACE "\n" ";" lines "${symbols}")
+set(count 0)
+set(foreign "")
+foreach(line IN LISTS lines)
+  if(line STREQUAL "")
+    continue()
+  endif()
+  string(REGEX REPLACE "^[0-9a-f]+ [A-Za-z] " "" name "${line}")
+  math(EXPR count "${count} + 1")
+  if(NOT name MATCHES "dlock::" OR name MATCHES "dlock::details::")
+    string(APPEND foreign "  ${name}\n")
+  endif()
+endforeach()
+message(STATUS "libdlock.so exports ${count} symbols")
+if(NOT foreign STREQUAL "")
+  message(FATAL_ERROR "libdlock.so exports symbols outside the public API:\n${foreign}")
+endif()
+if(count LESS 10)
+  message(FATAL_ERROR "libdlock.so exports only ${count} symbols: the public API is missing")
+endif()
