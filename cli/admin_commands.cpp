@@ -9,6 +9,7 @@
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "lock_table.hpp"
+#include "lock_view.hpp"
 #include "log_format.hpp"
 
 namespace dlock::cli {
@@ -39,65 +40,34 @@ int with_table(const Options& options, Body&& body) {
   }
 }
 
-// JSON string: every byte outside printable ASCII is written as \u00XX, so
-// any lock name (bytes, not necessarily UTF-8) gives valid JSON and the exact
-// bytes can be recovered.
-std::string json_string(std::string_view bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    }
-  }
-  return out + "\"";
-}
-
-std::string holder_of(const details::LockRow& row) {
-  return row.held ? row.machine + "/" + std::to_string(row.thread) : "-";
-}
-
-std::string expires_in(const details::LockRow& row) {
-  return row.held ? format_duration(Millis(std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000))) : "-";
-}
-
-void print_json(const details::LockRow& row) {
-  std::ostringstream line;
-  line << "{\"name\":" << json_string(row.name) << ",\"held\":" << (row.held ? "true" : "false");
-  if (row.held) {
-    line << ",\"machine_id\":" << json_string(row.machine) << ",\"thread\":" << row.thread
-         << ",\"count\":" << row.state << ",\"fence\":" << row.fence
-         << ",\"expires_in_ms\":" << std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000)
-         << ",\"watchdog\":" << (row.watchdog ? "true" : "false");
-  } else {
-    line << ",\"machine_id\":null,\"thread\":null,\"count\":0,\"fence\":" << row.fence
-         << ",\"expires_in_ms\":null,\"watchdog\":false";
-  }
-  line << "}";
-  std::cout << line.str() << "\n";
-}
-
 void print_table(const std::vector<details::LockRow>& rows) {
   std::vector<std::vector<std::string>> cells;
-  cells.push_back({"NAME", "HOLDER (MACHINE/THREAD)", "COUNT", "FENCE", "EXPIRES IN"});
+  cells.push_back({"NAME", "HOLDER", "HOST", "PID", "HELD FOR", "EXPIRES IN", "RENEWAL", "COUNT", "FENCE"});
+  const auto ms = [](std::optional<std::int64_t> us) { return Millis(std::max<std::int64_t>(0, us.value_or(0) / 1000)); };
   for (const auto& row : rows) {
-    cells.push_back({details::printable(row.name), holder_of(row), row.held ? std::to_string(row.state) : "0",
-                     std::to_string(row.fence), expires_in(row)});
+    if (!row.held) {
+      cells.push_back({readable_name(row.name), "-", "-", "-", "-", "-", "-", "0", std::to_string(row.fence)});
+      continue;
+    }
+    cells.push_back({readable_name(row.name), readable_name(row.machine) + "/" + std::to_string(row.thread),
+                     readable_name(row.host), std::to_string(row.pid),
+                     row.held_for_us ? format_duration(ms(row.held_for_us)) : "-", format_duration(ms(row.ttl_us)),
+                     row.watchdog ? "watchdog" : "fixed", std::to_string(row.state), std::to_string(row.fence)});
   }
-  std::vector<std::size_t> width(5, 0);
+  // Column widths in characters, not bytes (UTF-8 continuation bytes take no column).
+  const auto columns = [](const std::string& text) {
+    return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+    }));
+  };
+  std::vector<std::size_t> width(cells.front().size(), 0);
   for (const auto& r : cells)
-    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], columns(r[i]));
   for (const auto& r : cells) {
     std::string line;
     for (std::size_t i = 0; i < r.size(); ++i) {
       line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      if (i + 1 < r.size()) line += std::string(width[i] - columns(r[i]) + 2, ' ');
     }
     std::cout << line << "\n";
   }
@@ -123,7 +93,7 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
     }
   }
   if (json) {
-    for (const auto& row : rows) print_json(row);
+    for (const auto& row : rows) std::cout << row_json(row) << "\n";
   } else if (rows.empty()) {
     std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
   } else {
@@ -139,10 +109,10 @@ int force_unlock_rows(const Options& options, const std::vector<std::string>& na
   for (const auto& name : names) {
     const details::LockRow before = table.read(*c, name);
     if (before.held && table.force_release(*c, name)) {
-      std::cout << "cleared " << details::printable(name) << " (holder " << holder_of(before) << ", count "
-                << before.state << ", fence " << before.fence << ")\n";
+      std::cout << "cleared " << readable_name(name) << " (it was held by " << holder_summary(before) << ", count "
+                << before.state << ")\n";
     } else {
-      std::cerr << "dlock: " << details::printable(name) << " was not held\n";
+      std::cerr << "dlock: " << readable_name(name) << " was not held\n";
       rc = kExitConflict;
     }
   }

@@ -1,7 +1,8 @@
 // dlock: a distributed flock(1), lock inspection and administration, on the
 // MySQL/MariaDB lock table of the dlock library.
 //
-//   dlock [--url URL] [--table T] run [--wait DUR | --no-wait] [--lease DUR] NAME -- COMMAND [ARGS...]
+//   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-E CODE] NAME COMMAND [ARGS...]
+//   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-E CODE] -c 'SHELL COMMAND' NAME
 //   dlock [--url URL] [--table T] status [--json] [NAME...]
 //   dlock [--url URL] [--table T] force-unlock NAME...
 //   dlock [--url URL] [--table T] init [--print-sql]
@@ -12,6 +13,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -20,6 +23,7 @@
 #include "admin_commands.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
+#include "lock_view.hpp"
 #include "run_command.hpp"
 #include "validation.hpp"
 
@@ -30,23 +34,42 @@ using namespace dlock::cli;
 
 constexpr const char* kExitCodesHelp =
     "Exit codes: 0 success, or the command's own status with `run` (killed by\n"
-    "signal N: 128+N); 1 `run` could not get the lock in time (--conflict-exit-code)\n"
+    "signal N: 128+N); 1 `run` could not get the lock in time (-E/--conflict-exit-code)\n"
     "or `force-unlock` found a name not held; 2 bad command line; 3 database\n"
-    "error; 200 `run` lost the lock while the command ran (it was terminated).\n"
-    "Durations: a whole number and a unit: 500ms, 30s, 5m, 1h.\n"
-    "Connection: --url mysql://user:password@host:port/database[?table=T&...]\n"
-    "or the DLOCK_URL environment variable.";
+    "error; 126 `run`: the command is not executable; 127 `run`: the command was\n"
+    "not found; 200 `run` lost the lock while the command ran (it was terminated).\n"
+    "Durations: seconds (5, 0.5) or with units: 500ms, 1.5s, 1m30s, 2h.\n"
+    "Connection: --url mysql://user[:password]@host:port/database[?table=T&...]\n"
+    "or DLOCK_URL; the password may instead come from DLOCK_PASSWORD or\n"
+    "--password-file (so it need not appear in ps).";
 
 struct Global {
   std::string url;
   std::string table;
+  std::string password_file;
   bool verbose = false;
 };
+
+// The password when the URL has none: --password-file (its first line), else
+// DLOCK_PASSWORD. A password in the URL wins.
+std::string password_from(const Global& g) {
+  if (!g.password_file.empty()) {
+    std::ifstream in(g.password_file);
+    if (!in) throw std::invalid_argument("cannot read --password-file " + g.password_file);
+    std::string line;
+    std::getline(in, line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return line;
+  }
+  const char* env = std::getenv("DLOCK_PASSWORD");
+  return env != nullptr ? env : "";
+}
 
 Options resolve_options(const Global& g) {
   if (g.url.empty()) throw std::invalid_argument("no database: pass --url mysql://... or set DLOCK_URL");
   Options o = Options::from_url(g.url);
   if (!g.table.empty()) o.table = g.table;
+  if (o.password.empty()) o.password = password_from(g);
   details::validate_options(o);
   return o;
 }
@@ -56,7 +79,10 @@ void validate_names(const std::vector<std::string>& names) {
 }
 
 void setup_logging(bool verbose) {
-  auto logger = spdlog::stderr_color_mt("dlock");
+  // Colours only on a terminal (spdlog's automatic mode checks isatty).
+  auto logger = spdlog::stderr_color_mt("dlock", spdlog::color_mode::automatic);
+  // The library's messages start with "dlock: " already.
+  logger->set_pattern("%v");
   // The command reports what matters itself, in one line; library chatter is
   // for --verbose.
   logger->set_level(verbose ? spdlog::level::debug : spdlog::level::off);
@@ -73,33 +99,51 @@ int main(int argc, char** argv) {
   app.add_option("--url", g.url, "mysql://user:password@host:port/database[?options]")->envname("DLOCK_URL");
   app.add_option("--table", g.table, "lock table (default: distributed_lock, or table= in the URL)");
   app.add_flag("-v,--verbose", g.verbose, "log the library's debug output to stderr");
+  app.add_option("--password-file", g.password_file,
+                 "read the password from the first line of this file (when the URL has none)");
+  app.set_version_flag("-V,--version", std::string("dlock ") + DLOCK_VERSION_STRING);
 
   RunArgs run;
   std::string wait_text, lease_text, kill_after_text = "10s", check_text = "1s";
   bool no_wait = false;
+  std::string shell_command;
   auto* run_cmd = app.add_subcommand("run", "hold a lock while a command runs (like flock(1))");
-  auto* wait_opt = run_cmd->add_option("--wait", wait_text, "give up after this long (default: wait forever)");
-  run_cmd->add_flag("--no-wait", no_wait, "one attempt; do not wait")->excludes(wait_opt);
+  // flock's shape: options, then NAME, then the command with its own
+  // options (`dlock run x ls -d /tmp`); a `--` after NAME is allowed.
+  run_cmd->prefix_command();
+  run_cmd->fallthrough(false);  // what follows NAME stays the command's
+  auto* wait_opt = run_cmd->add_option("-w,--wait", wait_text,
+                                       "give up after this long: seconds (5, 0.5) or 500ms, 1m30s (default: forever)");
+  run_cmd->add_flag("-n,--nonblock,--no-wait", no_wait, "one attempt; do not wait")->excludes(wait_opt);
   run_cmd->add_option("--lease", lease_text, "fixed lease, no renewal (default: watchdog-renewed lease)");
-  run_cmd->add_option("--conflict-exit-code", run.conflict_exit_code, "exit code when the lock is not had (default 1)")
+  run_cmd->add_option("-E,--conflict-exit-code", run.conflict_exit_code,
+                      "exit code when the lock is not had (default 1)")
       ->check(CLI::Range(0, 255));
+  run_cmd->add_option("-c,--command", shell_command, "run this through `sh -c` (then give only NAME)");
   run_cmd->add_option("--kill-after", kill_after_text, "grace between SIGTERM and SIGKILL on a lost lock (default 10s)");
   run_cmd->add_option("--check-interval", check_text, "how often the hold is confirmed while the command runs (default 1s)");
-  run_cmd->add_option("name", run.name, "lock name")->required();
-  run_cmd->add_option("command", run.command, "command and arguments, after --")->required();
   run_cmd->footer(
-      "The command gets DLOCK_NAME and DLOCK_FENCE (the fencing token) in its environment.\n"
-      "SIGINT, SIGTERM and SIGHUP sent to dlock are forwarded to it.");
+      "Usage: dlock run [OPTIONS] NAME COMMAND [ARGS...]\n"
+      "       dlock run [OPTIONS] -c 'SHELL COMMAND' NAME\n"
+      "Everything after NAME is the command, its options included (a `--` right after NAME\n"
+      "is dropped). The command gets DLOCK_NAME and DLOCK_FENCE (the fencing token) in its\n"
+      "environment and runs in a process group of its own; SIGINT, SIGTERM and SIGHUP sent\n"
+      "to dlock are forwarded to that group. Exit 126/127: the command is not executable /\n"
+      "not found.");
 
   bool json = false;
   std::vector<std::string> status_names;
   auto* status_cmd = app.add_subcommand("status", "show held locks, or the named ones");
   status_cmd->add_flag("--json", json, "one JSON object per line");
+  bool status_hex = false;
+  status_cmd->add_flag("--hex", status_hex, "the names are given in hex (the name_hex of status --json)");
   status_cmd->add_option("names", status_names, "lock names (default: every held lock)");
 
   std::vector<std::string> force_names;
   auto* force_cmd = app.add_subcommand("force-unlock", "clear the holders of the named locks");
   force_cmd->add_option("names", force_names, "lock names")->required();
+  bool force_hex = false;
+  force_cmd->add_flag("--hex", force_hex, "the names are given in hex (the name_hex of status --json)");
 
   bool print_sql = false;
   auto* init_cmd = app.add_subcommand("init", "create the lock table (idempotent)");
@@ -125,6 +169,22 @@ int main(int argc, char** argv) {
     // Everything below is checked before the database is touched.
     const Options options = resolve_options(g);
     if (run_cmd->parsed()) {
+      std::vector<std::string> rest = run_cmd->remaining();
+      if (rest.empty() || rest.front() == "--")
+        throw std::invalid_argument("run: a lock name is needed before the command (dlock run NAME COMMAND...)");
+      // Option parsing stops at the first word it does not know: that must
+      // be the name, not a mistyped option.
+      if (rest.front().size() > 1 && rest.front()[0] == '-')
+        throw std::invalid_argument("run: unknown option " + rest.front() + " (the lock name comes after the options)");
+      run.name = rest.front();
+      rest.erase(rest.begin());
+      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+      if (!shell_command.empty()) {
+        if (!rest.empty()) throw std::invalid_argument("run: -c takes the whole command; give only NAME after it");
+        rest = {"sh", "-c", shell_command};
+      }
+      if (rest.empty()) throw std::invalid_argument("run: no command to run after the lock name " + run.name);
+      run.command = rest;
       validate_names({run.name});
       if (no_wait) run.wait = Millis::zero();
       if (!wait_text.empty()) run.wait = parse_duration(wait_text, true);
@@ -134,10 +194,14 @@ int main(int argc, char** argv) {
       return run_command(options, run);
     }
     if (status_cmd->parsed()) {
+      if (status_hex)
+        for (auto& n : status_names) n = from_hex(n);
       validate_names(status_names);
       return status_command(options, status_names, json);
     }
     if (force_cmd->parsed()) {
+      if (force_hex)
+        for (auto& n : force_names) n = from_hex(n);
       validate_names(force_names);
       return force_unlock_command(options, force_names);
     }

@@ -50,6 +50,7 @@
 #include "client_access.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
+#include "lock_view.hpp"
 #include "log_format.hpp"
 
 extern char** environ;
@@ -329,7 +330,14 @@ int run_command(Options options, const RunArgs& args) {
   waiting = false;
   if (!acquired) {
     if (interrupted) return 128 + pending.load();
-    std::cerr << "dlock: " << details::printable(args.name) << " is held by another owner"
+    std::string holder = "another owner";
+    try {
+      const details::LockRow row = core.inspect(args.name);
+      if (row.held) holder = holder_summary(row);
+    } catch (const BackendError&) {
+      // Who it was is a courtesy; the exit code says what matters.
+    }
+    std::cerr << "dlock: " << readable_name(args.name) << " is held by " << holder
               << (args.wait && *args.wait > Millis::zero() ? "; gave up after " + format_duration(*args.wait) : "")
               << "\n";
     return args.conflict_exit_code;
@@ -380,7 +388,7 @@ int run_command(Options options, const RunArgs& args) {
         }
       }
       if (lost_why != nullptr) {
-        std::cerr << "dlock: lost the lock on " << details::printable(args.name) << " (fence " << fence
+        std::cerr << "dlock: lost the lock on " << readable_name(args.name) << " (fence " << fence
                   << "): " << lost_why << "; terminating the command (SIGKILL after "
                   << format_duration(args.kill_after) << ")\n";
         ::kill(-group, SIGTERM);

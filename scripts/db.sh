@@ -48,6 +48,11 @@ answers() {
   mariadb-admin --no-defaults --protocol=socket -S "$sock" -uroot --connect-timeout=2 ping >/dev/null 2>&1
 }
 
+# Loopback only: 127.0.0.1, and ::1 where the loopback device has IPv6.
+bind_addresses() {
+  if grep -qE '^0{31}1 .* lo$' /proc/net/if_inet6 2>/dev/null; then echo "127.0.0.1,::1"; else echo 127.0.0.1; fi
+}
+
 start() {
   if server_pid >/dev/null && answers; then
     echo "dlock test database already running on 127.0.0.1:$port (pid $(server_pid))"
@@ -65,7 +70,7 @@ start() {
   # Durable defaults (innodb_flush_log_at_trx_commit=1) are kept on purpose:
   # the benchmarks measure a durable lock.
   "$server" --no-defaults --user="$(id -un)" --datadir="$data" \
-    --socket="$sock" --pid-file="$pidfile" --port="$port" --bind-address=127.0.0.1 \
+    --socket="$sock" --pid-file="$pidfile" --port="$port" --bind-address="$(bind_addresses)" \
     --log-error="$log" --skip-name-resolve --max-connections=1000 \
     --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
     --skip-log-bin --character-set-server=utf8mb4 >/dev/null 2>&1 &
@@ -79,8 +84,10 @@ start() {
 CREATE DATABASE IF NOT EXISTS \`$database\`;
 CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
 CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$pass';
+CREATE USER IF NOT EXISTS '$user'@'::1' IDENTIFIED BY '$pass';
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'127.0.0.1' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'localhost' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO '$user'@'::1' WITH GRANT OPTION;
 SQL
   echo "dlock test database running on 127.0.0.1:$port (pid $(server_pid))"
 }

@@ -2,15 +2,17 @@
 -- The library creates it itself when Options::create_table is true (the
 -- default). Apply this file instead where the account has no DDL rights; the
 -- table name may be changed (Options::table), nothing else.
--- A table created by dlock 0.1.0 lacks hold_id; `dlock init` (or a client
--- with create_table on) adds it in place:
---   ALTER TABLE `distributed_lock` ADD COLUMN hold_id BIGINT UNSIGNED NULL
---     COMMENT 'random id of the current hold; NULL when free' AFTER thread_id;
+-- A table created by dlock 0.1.0 lacks hold_id, holder_host, holder_pid and
+-- acquired_at; `dlock init` (or a client with create_table on) adds the
+-- missing ones in place with one ALTER TABLE.
 CREATE TABLE IF NOT EXISTS `distributed_lock` (
   lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',
   machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',
   thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding owner within that client',
   hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the current hold; NULL when free',
+  holder_host  VARBINARY(255)  NULL     COMMENT 'host name of the holding client',
+  holder_pid   INT UNSIGNED    NULL     COMMENT 'process id of the holding client',
+  acquired_at  DATETIME(6)     NULL     COMMENT 'server clock (UTC): when the hold was taken',
   state        INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'hold count (reentrancy)',
   is_locked    TINYINT(1)      NOT NULL DEFAULT 0,
   watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',

@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -75,6 +77,7 @@ Client::Client(Options options)
     : options_(validated(options)),
       logger_(choose_logger(options_)),
       machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
+      pid_(static_cast<std::uint32_t>(::getpid())),
       table_(options_.table, logger_),
       pool_(ConnectionSettings::from(options_), options_.pool_size),
       io_(io_settings(options_), logger_) {
@@ -211,7 +214,7 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
       logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner, next);
     return {true, std::nullopt};
   }
-  const Holder holder{machine_id_, owner, new_hold_id()};
+  const Holder holder{machine_id_, owner, new_hold_id(), host_, pid_};
   const auto sent = Clock::now();
   LockRow row;
   std::uint64_t fence = 0;
@@ -485,6 +488,12 @@ std::optional<Hold> Client::confirmed_hold(std::string_view name, std::uint64_t 
   }
   if (row_out != nullptr) *row_out = row;
   return hold;
+}
+
+LockRow Client::inspect(std::string_view name) {
+  validate_name(name);
+  CallBudget budget(options_.io_timeout);
+  return read_row(name);
 }
 
 bool Client::is_locked(std::string_view name) {

@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "connection_pool.hpp"
+#include "thread_identity.hpp"
 #include "doorbell.hpp"
 #include "dlock/options.hpp"
 #include "hold_registry.hpp"
@@ -69,6 +70,8 @@ class Client {
   bool force_release(std::string_view name);
 
   bool is_locked(std::string_view name);
+  // The row of `name` as it is now (operator tools).
+  LockRow inspect(std::string_view name);
   bool is_held_by_current_thread(std::string_view name);
   int hold_count(std::string_view name);
   std::optional<Millis> remaining_ttl(std::string_view name);
@@ -132,6 +135,8 @@ class Client {
   const Options options_;
   const std::shared_ptr<spdlog::logger> logger_;
   const std::string machine_id_;
+  const std::string host_ = host_name();  // written with each hold, for operators
+  const std::uint32_t pid_;
   const LockTable table_;
   ConnectionPool pool_;
   HoldRegistry holds_;

@@ -91,7 +91,13 @@ std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings)
   c->lock_wait_seconds_ = settings.lock_wait_seconds > 0 ? settings.lock_wait_seconds
                                                          : std::max(1, c->io_timeout_seconds_ - 1);
   sql::ConnectOptionsMap props;
-  props["hostName"] = sql::SQLString(settings.host);
+  // Connector/C++ 1.1 reads a bare hostName as host[:port], so an IPv6
+  // address ("::1") must go in its URI form, bracketed.
+  if (settings.host.find(':') != std::string::npos) {
+    props["hostName"] = sql::SQLString("tcp://[" + settings.host + "]:" + std::to_string(settings.port));
+  } else {
+    props["hostName"] = sql::SQLString(settings.host);
+  }
   props["port"] = static_cast<int>(settings.port);
   props["userName"] = sql::SQLString(settings.user);
   props["password"] = sql::SQLString(settings.password);

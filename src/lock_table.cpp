@@ -104,7 +104,8 @@ std::int64_t update(sql::PreparedStatement& ps) { return ps.executeUpdate(); }
 // Row columns in the order every SELECT below lists them.
 const char* const kRowColumns =
     "lock_name, machine_id, thread_id, state, (is_locked = 1 AND expire_time > NOW(6)), fence, "
-    "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog, hold_id";
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog, hold_id, holder_host, holder_pid, "
+    "DATE_FORMAT(acquired_at, '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, acquired_at, NOW(6))";
 
 LockRow to_row(sql::ResultSet& rs) {
   LockRow row;
@@ -118,6 +119,12 @@ LockRow to_row(sql::ResultSet& rs) {
   if (!rs.isNull(7)) row.ttl_us = rs.getInt64(7);
   row.watchdog = rs.getInt(8) == 1;
   row.hold_id = rs.isNull(9) ? 0 : rs.getUInt64(9);
+  if (row.held) {
+    row.host = rs.isNull(10) ? std::string() : std::string(rs.getString(10));
+    row.pid = rs.isNull(11) ? 0 : rs.getUInt(11);
+    row.acquired_at = rs.isNull(12) ? std::string() : std::string(rs.getString(12));
+    if (!rs.isNull(13)) row.held_for_us = rs.getInt64(13);
+  }
   return row;
 }
 
@@ -174,14 +181,18 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   const std::string take_doorbell = "0 * COALESCE(GET_LOCK(?, 0), 0)";
   const auto acquire_sql = [&](const std::string& taken_is_locked) {
     return "INSERT INTO " + quoted_ +
-           " (lock_name, machine_id, thread_id, hold_id, state, is_locked, watchdog, expire_time, fence)"
-           " VALUES (?, ?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
+           " (lock_name, machine_id, thread_id, hold_id, holder_host, holder_pid, acquired_at, state, is_locked,"
+           " watchdog, expire_time, fence)"
+           " VALUES (?, ?, ?, ?, ?, ?, NOW(6), ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
            " ON DUPLICATE KEY UPDATE"
            " fence = IF(" + takeable + ", fence + 1, fence),"
            " state = IF(" + takeable + ", ?, state),"
            " watchdog = IF(" + takeable + ", ?, watchdog),"
            " thread_id = IF(" + takeable + ", ?, thread_id),"
            " machine_id = IF(" + takeable + ", ?, machine_id),"
+           " holder_host = IF(" + takeable + ", ?, holder_host),"
+           " holder_pid = IF(" + takeable + ", ?, holder_pid),"
+           " acquired_at = IF(" + takeable + ", NOW(6), acquired_at),"
            " hold_id = IF(" + takeable + ", ?, hold_id),"
            " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
            " is_locked = IF(" + mine + ", " + taken_is_locked + ", is_locked)";
@@ -191,7 +202,7 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   const auto take_sql = [&](const std::string& is_locked) {
     return "UPDATE " + quoted_ +
            " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, hold_id = ?,"
-           " is_locked = " + is_locked +
+           " holder_host = ?, holder_pid = ?, acquired_at = NOW(6), is_locked = " + is_locked +
            ", expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
   };
   take_sql_ = take_sql("1");
@@ -201,7 +212,7 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
                    live_hold;
   release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
   const std::string cleared = "state = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, hold_id = NULL, "
-                              "expire_time = NULL";
+                              "holder_host = NULL, holder_pid = NULL, acquired_at = NULL, expire_time = NULL";
   const auto free_row_sql = [&](const std::string& is_locked) {
     return "UPDATE " + quoted_ + " SET is_locked = " + is_locked + ", " + cleared + live_hold;
   };
@@ -223,6 +234,9 @@ std::string LockTable::create_table_sql() const {
          "  machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',\n"
          "  thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding owner within that client',\n"
          "  hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the current hold; NULL when free',\n"
+         "  holder_host  VARBINARY(255)  NULL     COMMENT 'host name of the holding client',\n"
+         "  holder_pid   INT UNSIGNED    NULL     COMMENT 'process id of the holding client',\n"
+         "  acquired_at  DATETIME(6)     NULL     COMMENT 'server clock (UTC): when the hold was taken',\n"
          "  state        INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'hold count (reentrancy)',\n"
          "  is_locked    TINYINT(1)      NOT NULL DEFAULT 0,\n"
          "  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',\n"
@@ -234,50 +248,83 @@ std::string LockTable::create_table_sql() const {
          ") ENGINE=InnoDB COMMENT='dlock: one row per lock name, never deleted'";
 }
 
-std::vector<std::string> LockTable::upgrade_sql() const {
-  // Tables made before hold ids (0.1.0) lack the column; their rows are all
-  // taken as free or expired by their next acquire, which writes one.
-  return {"ALTER TABLE " + quoted_ +
-          " ADD COLUMN hold_id BIGINT UNSIGNED NULL COMMENT 'random id of the current hold; NULL when free'"
-          " AFTER thread_id"};
-}
-
 namespace {
 
-// 0: no table; 1: a table without hold_id (made by 0.1.0); 2: current.
-int schema_version(Connection& c, const std::string& table) {
+struct AddedColumn {
+  const char* name;
+  const char* definition;
+};
+// Columns added since 0.1.0, in the order they follow each other.
+const AddedColumn kAddedColumns[] = {
+    {"hold_id", "BIGINT UNSIGNED NULL COMMENT 'random id of the current hold; NULL when free' AFTER thread_id"},
+    {"holder_host", "VARBINARY(255) NULL COMMENT 'host name of the holding client' AFTER hold_id"},
+    {"holder_pid", "INT UNSIGNED NULL COMMENT 'process id of the holding client' AFTER holder_host"},
+    {"acquired_at", "DATETIME(6) NULL COMMENT 'server clock (UTC): when the hold was taken' AFTER holder_pid"},
+};
+
+// nullopt: no such table. Otherwise the added columns it lacks.
+std::optional<std::vector<std::string>> missing_columns(Connection& c, const std::string& table) {
   auto& ps = c.prepared(
-      "SELECT COUNT(*), COALESCE(SUM(COLUMN_NAME = 'hold_id'), 0) FROM information_schema.COLUMNS"
-      " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?");
+      "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?");
   ps.setString(1, table);
   std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-  if (!rs->next() || rs->getInt(1) == 0) return 0;
-  return rs->getInt(2) == 1 ? 2 : 1;
+  std::set<std::string> present;
+  while (rs->next()) present.insert(rs->getString(1));
+  if (present.empty()) return std::nullopt;
+  std::vector<std::string> missing;
+  for (const auto& column : kAddedColumns)
+    if (present.count(column.name) == 0) missing.emplace_back(column.name);
+  return missing;
 }
 
 }  // namespace
 
+const std::vector<std::string>& LockTable::added_columns() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& column : kAddedColumns) n.emplace_back(column.name);
+    return n;
+  }();
+  return names;
+}
+
+std::string LockTable::upgrade_sql(const std::vector<std::string>& missing) const {
+  // One ALTER with only what is missing (MySQL 8 has no ADD COLUMN IF NOT
+  // EXISTS). Rows of an older table are all taken as free or expired by
+  // their next acquire, which fills the new columns in.
+  std::string sql = "ALTER TABLE " + quoted_;
+  const char* separator = " ";
+  for (const auto& column : kAddedColumns) {
+    if (std::find(missing.begin(), missing.end(), column.name) == missing.end()) continue;
+    sql += separator + std::string("ADD COLUMN ") + column.name + " " + column.definition;
+    separator = ", ";
+  }
+  return sql;
+}
+
 void LockTable::create_table(Connection& c) const {
   run(c, "creating the lock table", [&] {
     c.execute_plain(create_table_sql());
-    if (schema_version(c, table_) == 1) {
-      if (logger_) logger_->info("dlock: upgrading lock table {} (adding column hold_id)", table_);
-      for (const auto& sql : upgrade_sql()) c.execute_plain(sql);
+    const auto missing = missing_columns(c, table_);
+    if (missing && !missing->empty()) {
+      if (logger_) logger_->info("dlock: upgrading lock table {} (adding {} column(s))", table_, missing->size());
+      c.execute_plain(upgrade_sql(*missing));
     }
     return 0;
   });
 }
 
 void LockTable::check_schema(Connection& c) const {
-  const int version = run(c, "checking the lock table", [&] { return schema_version(c, table_); });
-  if (version == 0) {
+  const auto missing = run(c, "checking the lock table", [&] { return missing_columns(c, table_); });
+  if (!missing) {
     throw BackendError("dlock: lock table " + table_ + " does not exist; create it with `dlock init` (or let the "
                            "client create it: Options::create_table)",
                        1146, "42S02");
   }
-  if (version == 1) {
-    throw BackendError("dlock: lock table " + table_ + " was created by an earlier dlock version (no hold_id "
-                           "column); upgrade it with `dlock init` (or let the client do it: Options::create_table)",
+  if (!missing->empty()) {
+    throw BackendError("dlock: lock table " + table_ + " was created by an earlier dlock version (it lacks " +
+                           missing->front() + "); upgrade it with `dlock init` (or let the client do it: "
+                           "Options::create_table)",
                        1054, "42S22");
   }
 }
@@ -289,12 +336,16 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Hol
       [&] {
         auto& ps = c.prepared(doorbell != nullptr ? acquire_doorbell_sql_ : acquire_sql_);
         Binder b(ps);
-        b.text(name).text(holder.label).u64(holder.owner).u64(holder.hold_id).u64(state).flag(watchdog).i64(lease_us);
+        b.text(name).text(holder.label).u64(holder.owner).u64(holder.hold_id).text(holder.host).u64(holder.pid);
+        b.u64(state).flag(watchdog).i64(lease_us);
         b.u64(holder.hold_id);                          // fence
         b.u64(holder.hold_id).u64(state);               // state
         b.u64(holder.hold_id).flag(watchdog);           // watchdog
         b.u64(holder.hold_id).u64(holder.owner);        // thread_id
         b.u64(holder.hold_id).text(holder.label);       // machine_id
+        b.u64(holder.hold_id).text(holder.host);        // holder_host
+        b.u64(holder.hold_id).u64(holder.pid);          // holder_pid
+        b.u64(holder.hold_id);                          // acquired_at
         b.u64(holder.hold_id).u64(holder.hold_id);      // hold_id
         b.u64(holder.hold_id).i64(lease_us);            // expire_time
         b.u64(holder.hold_id);                          // is_locked
@@ -317,6 +368,7 @@ bool LockTable::take(Connection& c, std::string_view name, const Holder& holder,
                auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
                Binder b(ps);
                b.u64(state).flag(watchdog).text(holder.label).u64(holder.owner).u64(holder.hold_id);
+               b.text(holder.host).u64(holder.pid);
                if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
                b.i64(lease_us).text(name).u64(holder.hold_id);
                return update(ps);

@@ -40,6 +40,8 @@ struct Holder {
   std::string_view label;  // machine_id column: the client's label, for operators
   std::uint64_t owner;     // thread_id column: the owner within that client
   std::uint64_t hold_id;   // hold_id column: random, one per acquisition from free
+  std::string_view host;   // holder_host column: the client's host name (operators)
+  std::uint32_t pid = 0;   // holder_pid column: the client's process id (operators)
 };
 
 // A hold this client has on a name, as the IN-list statements bind it.
@@ -57,6 +59,10 @@ struct LockRow {
   std::string machine;  // the holder's label; empty when free
   std::uint64_t thread = 0;
   std::uint64_t hold_id = 0;  // 0 when free
+  std::string host;           // the holder's host name and process id; empty / 0 when free
+  std::uint32_t pid = 0;
+  std::string acquired_at;    // server time (UTC) the hold was taken, "YYYY-MM-DD hh:mm:ss.ffffff"
+  std::optional<std::int64_t> held_for_us;  // since acquired_at; nullopt when free
   unsigned state = 0;
   std::uint64_t fence = 0;
   // Microseconds of lease left (negative when expired); nullopt when free.
@@ -83,9 +89,11 @@ class LockTable {
 
   const std::string& table() const { return table_; }
   std::string create_table_sql() const;
-  // The statements that bring a table created by an earlier version up to
-  // date (empty when none is needed), for `dlock init --print-sql`.
-  std::vector<std::string> upgrade_sql() const;
+  // The columns this version added to the table, as ADD COLUMN clauses.
+  // A table missing some of them is upgraded with one ALTER TABLE adding
+  // those (`dlock init`, or a client with create_table on).
+  std::string upgrade_sql(const std::vector<std::string>& missing) const;
+  static const std::vector<std::string>& added_columns();
   // CREATE TABLE IF NOT EXISTS, then the upgrade when the table lacks it.
   void create_table(Connection& c) const;
   // Throws BackendError naming `dlock init` when the table lacks a column

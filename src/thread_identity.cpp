@@ -14,6 +14,12 @@ std::uint64_t current_thread_id() {
   return id;
 }
 
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "host";
+  return host;
+}
+
 std::string generate_machine_id() {
   char host[65] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';

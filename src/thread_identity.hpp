@@ -14,6 +14,9 @@ std::uint64_t current_thread_id();
 // host-pid-random, at most 64 bytes: a label unique per client instance.
 std::string generate_machine_id();
 
+// This machine's host name (at most 255 bytes; "host" if it has none).
+std::string host_name();
+
 // A random, nonzero 64-bit id for a new hold. Two holds (in any clients,
 // processes or machines) get the same id with negligible probability.
 std::uint64_t new_hold_id();

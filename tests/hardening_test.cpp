@@ -80,10 +80,10 @@ TEST(Identity, AFreshHoldIdNeverTakesALiveRowButItsOwnStatementsReRunDoes) {
   const details::LockTable table(o.table);
   auto c = raw_connection(o);
   const std::int64_t lease_us = 10'000'000;
-  const details::Holder first{"m", 1, 111};
+  const details::Holder first{"m", 1, 111, "h", 1};
   ASSERT_EQ(table.acquire(*c, "t", first, 1, lease_us, false, nullptr), details::AcquireResult::kInserted);
   // Same label, same owner id, new hold id: refused (it is someone's live hold).
-  const details::Holder second{"m", 1, 222};
+  const details::Holder second{"m", 1, 222, "h", 1};
   EXPECT_FALSE(table.take(*c, "t", second, 1, lease_us, false, nullptr));
   EXPECT_EQ(table.acquire(*c, "t", second, 1, lease_us, false, nullptr), details::AcquireResult::kRefused);
   const details::LockRow row = table.read(*c, "t");

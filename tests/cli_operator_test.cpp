@@ -1,0 +1,196 @@
+// The dlock command for people used to flock(1) and for operators: flock's
+// options and argument shape, --version, names that are not ASCII, IPv6
+// URLs, passwords kept out of the command line, and status/conflict
+// messages that say who holds a lock.
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "cli_fixture.hpp"
+#include "test_env.hpp"
+#include "thread_identity.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::ChildProcess;
+using test::Cli;
+
+// The URL's password, taken out (the URL is mysql://user:password@...).
+std::pair<std::string, std::string> split_password(const std::string& url) {
+  const auto colon = url.find(':', url.find("//") + 2);
+  const auto at = url.find('@');
+  return {url.substr(0, colon) + url.substr(at), url.substr(colon + 1, at - colon - 1)};
+}
+
+TEST_F(Cli, FlockShapeEverythingAfterTheNameIsTheCommand) {
+  auto [out, code] = run(args({"run", "x", "ls", "-d", dir_}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(dir_), std::string::npos) << "ls -d did not run: " << out;
+  std::tie(out, code) = run(args({"run", "x", "--", "sh", "-c", "exit 5"}));
+  EXPECT_EQ(code, 5) << out;
+  std::tie(out, code) = run(args({"run", "-c", "echo shell:$DLOCK_NAME; exit 6", "x"}));
+  EXPECT_EQ(code, 6) << out;
+  EXPECT_NE(out.find("shell:x"), std::string::npos) << out;
+  // `--` before any name: a usage error, and no lock named "ls" is taken.
+  std::tie(out, code) = run(args({"run", "--", "ls", "-l"}));
+  EXPECT_EQ(code, 2) << out;
+  DatabaseDistributedLock client(options_);
+  EXPECT_EQ(client.remaining_ttl("ls"), std::nullopt);
+  std::tie(out, code) = run(args({"run", "x"}));
+  EXPECT_EQ(code, 2) << out;
+  std::tie(out, code) = run(args({"run", "-c", "true", "x", "extra"}));
+  EXPECT_EQ(code, 2) << out;
+}
+
+TEST_F(Cli, FlockOptionsNonblockWaitSecondsAndConflictCode) {
+  DatabaseDistributedLock holder(options_);
+  holder.lock("busy");
+  auto [out, code] = run(args({"run", "-n", "busy", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  std::tie(out, code) = run(args({"run", "--nonblock", "-E", "42", "busy", "true"}));
+  EXPECT_EQ(code, 42) << out;
+  auto start = Clock::now();
+  std::tie(out, code) = run(args({"run", "-w", "0.5", "busy", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_GE(Clock::now() - start, 500ms);
+  EXPECT_LT(Clock::now() - start, 5s);
+  start = Clock::now();
+  std::tie(out, code) = run(args({"run", "--wait", "1", "busy", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_GE(Clock::now() - start, 1s);
+  holder.unlock("busy");
+  std::tie(out, code) = run(args({"run", "-w", "1m30s", "busy", "true"}));
+  EXPECT_EQ(code, 0) << out;
+}
+
+TEST_F(Cli, VersionAndHelpNameTheExitCodes) {
+  auto [out, code] = run({"--version"});
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(out, std::string("dlock ") + DLOCK_VERSION_STRING + "\n");
+  std::tie(out, code) = run({"--help"});
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("126"), std::string::npos) << out;
+  EXPECT_NE(out.find("127"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"run", "x", "/nonexistent/command"}));
+  EXPECT_EQ(code, 127) << out;
+  std::tie(out, code) = run(args({"run", "x", "/etc/hostname"}));
+  EXPECT_EQ(code, 126) << out;
+}
+
+TEST_F(Cli, StatusAndConflictsSayWhoHoldsTheLock) {
+  Options o = options_;
+  o.machine_id = "label-x";
+  DatabaseDistributedLock holder(o);
+  holder.lock("who", 30s);
+  const std::string host = details::host_name();
+  auto [out, code] = run(args({"status"}));
+  EXPECT_EQ(code, 0) << out;
+  for (const std::string& part : {std::string("label-x"), host, std::to_string(::getpid()), std::string("fixed")})
+    EXPECT_NE(out.find(part), std::string::npos) << part << " missing from:\n" << out;
+  std::tie(out, code) = run(args({"status", "--json", "who"}));
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["machine_id"], "label-x");
+  EXPECT_EQ(j["host"], host);
+  EXPECT_EQ(j["pid"], ::getpid());
+  EXPECT_TRUE(j["acquired_at"].get<std::string>().find('T') != std::string::npos) << out;
+  EXPECT_GE(j["held_for_ms"].get<long>(), 0);
+  EXPECT_FALSE(j["watchdog"].get<bool>());
+  std::tie(out, code) = run(args({"run", "-n", "who", "true"}));
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("held by label-x (host " + host + ", pid " + std::to_string(::getpid())), std::string::npos)
+      << out;
+  holder.unlock("who");
+}
+
+TEST_F(Cli, NonAsciiNamesRoundTripThroughStatusJsonAndForceUnlock) {
+  DatabaseDistributedLock holder(options_);
+  const std::string utf8 = "caf\xc3\xa9-\xe2\x98\x95 \"q\"";
+  const std::string bytes = std::string("\xff\xfe-raw", 6);
+  holder.lock(utf8);
+  holder.lock(bytes);
+  auto [out, code] = run(args({"status", "--json"}));
+  EXPECT_EQ(code, 0) << out;
+  std::istringstream lines(out);
+  std::string line, copied_name, copied_hex;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);  // throws (fails) on invalid JSON
+    ++n;
+    if (j.contains("name_hex")) {
+      copied_hex = j["name_hex"];
+    } else {
+      copied_name = j["name"];
+      EXPECT_NE(line.find("caf\xc3\xa9-\xe2\x98\x95"), std::string::npos) << "UTF-8 was escaped: " << line;
+    }
+  }
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(copied_name, utf8);
+  EXPECT_EQ(copied_hex, "fffe2d726177");
+  // The table shows the UTF-8 name as it is.
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_NE(out.find("caf\xc3\xa9-\xe2\x98\x95"), std::string::npos) << out;
+  // What was copied from the JSON works with force-unlock.
+  std::tie(out, code) = run(args({"force-unlock", copied_name}));
+  EXPECT_EQ(code, 0) << out;
+  std::tie(out, code) = run(args({"force-unlock", "--hex", copied_hex}));
+  EXPECT_EQ(code, 0) << out;
+  DatabaseDistributedLock check(options_);
+  EXPECT_FALSE(check.is_locked(utf8));
+  EXPECT_FALSE(check.is_locked(bytes));
+  std::tie(out, code) = run(args({"force-unlock", "--hex", "zz"}));
+  EXPECT_EQ(code, 2) << out;
+}
+
+TEST_F(Cli, Ipv6LoopbackUrl) {
+  std::ifstream inet6("/proc/net/if_inet6");
+  std::string all((std::istreambuf_iterator<char>(inet6)), std::istreambuf_iterator<char>());
+  if (all.find("00000000000000000000000000000001") == std::string::npos) GTEST_SKIP() << "no IPv6 loopback here";
+  std::string url = url_;
+  const auto host = url.find("127.0.0.1");
+  ASSERT_NE(host, std::string::npos) << url;
+  url.replace(host, 9, "[::1]");
+  auto [out, code] = run({"--url", url, "run", "v6", "true"});
+  EXPECT_EQ(code, 0) << out;
+  std::tie(out, code) = run({"--url", url, "status", "--json", "v6"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["fence"], 1);
+}
+
+TEST_F(Cli, PasswordFromTheEnvironmentOrAFileNotTheCommandLine) {
+  const auto [bare_url, password] = split_password(url_);
+  ASSERT_FALSE(password.empty());
+  auto [out, code] = run({"--url", bare_url, "run", "pw", "true"});
+  EXPECT_EQ(code, 3) << "connected without a password?\n" << out;
+  ::setenv("DLOCK_PASSWORD", password.c_str(), 1);
+  std::tie(out, code) = run({"--url", bare_url, "run", "pw", "true"});
+  ::unsetenv("DLOCK_PASSWORD");
+  EXPECT_EQ(code, 0) << out;
+  const std::string file = this->file("password");
+  std::ofstream(file) << password << "\n";
+  std::tie(out, code) = run({"--url", bare_url, "--password-file", file, "run", "pw", "true"});
+  EXPECT_EQ(code, 0) << out;
+  std::tie(out, code) = run({"--url", bare_url, "--password-file", this->file("missing"), "run", "pw", "true"});
+  EXPECT_EQ(code, 2) << out;
+}
+
+TEST_F(Cli, VerboseOutputHasOnePrefixAndNoEscapeCodesInAPipe) {
+  auto [out, code] = run(args({"-v", "run", "verbose", "true"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("dlock: "), std::string::npos) << out;
+  EXPECT_EQ(out.find("[dlock]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\x1b["), std::string::npos) << "escape codes in a pipe:\n" << out;
+}
+
+}  // namespace
+}  // namespace dlock
