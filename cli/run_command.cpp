@@ -6,11 +6,15 @@
 //   * the command, and anything it starts in its group (a shell's background
 //     jobs), can be stopped as a whole: when the hold is lost, dlock sends
 //     SIGTERM to the group, then SIGKILL after --kill-after;
-//   * the command never outlives dlock: the keeper asks the kernel for a
-//     signal when dlock dies (PR_SET_PDEATHSIG, checked against a dlock that
-//     already died before it was set) and then kills its whole group with
-//     SIGKILL, so a `kill -9` of dlock cannot leave the command running
-//     unprotected while the lease runs out and another holder starts;
+//   * the command never outlives dlock: dlock holds the write end of a
+//     "lifeline" pipe that the keeper watches; when dlock dies, however it
+//     dies, the kernel closes that end, the keeper sees the hang-up and kills
+//     its whole group with SIGKILL, so a `kill -9` of dlock cannot leave the
+//     command running unprotected while the lease runs out and another holder
+//     starts (a dlock that died before the keeper looked is seen at once: the
+//     pipe is already hung up). No signal handler is involved, so this also
+//     holds where signal delivery is deferred (sanitizer runtimes). The
+//     command itself dies if the keeper does (PR_SET_PDEATHSIG);
 //   * when dlock runs in the terminal's foreground, the command's group gets
 //     the terminal (interactive commands read and get Ctrl-C/Ctrl-Z), and
 //     dlock takes it back when the command ends.
@@ -32,6 +36,7 @@
 
 #include <dlock/dlock.hpp>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -149,14 +154,10 @@ std::string resolve(const std::string& command, int& error) {
   return {};
 }
 
-// The keeper's signal for "dlock died". A real-time signal nobody sends by
-// accident; its handler kills the keeper's whole group.
-int death_signal() { return SIGRTMIN + 3; }
-extern "C" void on_dlock_death(int) { ::kill(0, SIGKILL); }
-
 struct Spawned {
   pid_t keeper = -1;
-  int status_fd = -1;  // read end: the command's raw wait status
+  int status_fd = -1;    // read end: the command's raw wait status
+  int lifeline_fd = -1;  // write end, held until the keeper is reaped
 };
 
 // Everything the keeper and the command need, prepared before fork().
@@ -167,23 +168,18 @@ struct Launch {
   bool take_terminal = false;
 };
 
-[[noreturn]] void keeper_main(const Launch& l, pid_t dlock_pid, int status_fd) {
+// How often the keeper looks at its lifeline and its command.
+constexpr int kKeeperTickMs = 20;
+
+[[noreturn]] void keeper_main(const Launch& l, int status_fd, int lifeline_fd) {
   ::setpgid(0, 0);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_dlock_death;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(death_signal(), &sa, nullptr);
-  ::prctl(PR_SET_PDEATHSIG, death_signal());
-  if (::getppid() != dlock_pid) ::_exit(128 + SIGKILL);  // dlock died before that took effect
   // Signals dlock forwards to the group are for the command; the keeper
   // stays to report its status.
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
   sa.sa_handler = SIG_IGN;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
-  sigset_t unblock;
-  sigemptyset(&unblock);
-  sigaddset(&unblock, death_signal());
-  ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
   if (l.take_terminal) {
     sigset_t ttou, old;
     sigemptyset(&ttou);
@@ -196,24 +192,31 @@ struct Launch {
   const pid_t command = ::fork();
   if (command == 0) {
     ::close(status_fd);
+    ::close(lifeline_fd);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != keeper_pid) ::_exit(128 + SIGKILL);
     sa.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGTTOU, SIGTTIN, SIGTSTP, SIGPIPE})
       ::sigaction(sig, &sa, nullptr);
-    ::sigaction(death_signal(), &sa, nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::execve(l.path.c_str(), l.argv.data(), l.envp.data());
     ::_exit(errno == ENOENT ? 127 : 126);
   }
-  int status = (128 + SIGKILL) << 8;
+  int status = 126 << 8;
   if (command > 0) {
-    while (::waitpid(command, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+      pollfd lifeline{lifeline_fd, POLLIN, 0};
+      if (::poll(&lifeline, 1, kKeeperTickMs) > 0 && (lifeline.revents & (POLLHUP | POLLIN | POLLERR)) != 0)
+        ::kill(0, SIGKILL);  // dlock is gone: the whole group goes, this keeper included
+      const pid_t r = ::waitpid(command, &status, WNOHANG);
+      if (r == command) break;
+      if (r < 0 && errno != EINTR) {
+        status = (128 + SIGKILL) << 8;
+        break;
+      }
     }
-  } else {
-    status = 126 << 8;
   }
   const char* p = reinterpret_cast<const char*>(&status);
   std::size_t left = sizeof status;
@@ -228,22 +231,29 @@ struct Launch {
 }
 
 Spawned spawn(const Launch& l) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
-  const pid_t dlock_pid = ::getpid();
+  int status[2], lifeline[2];
+  if (::pipe2(status, O_CLOEXEC) != 0) return {};
+  if (::pipe2(lifeline, O_CLOEXEC) != 0) {
+    ::close(status[0]);
+    ::close(status[1]);
+    return {};
+  }
   const pid_t keeper = ::fork();
   if (keeper == 0) {
-    ::close(fds[0]);
-    keeper_main(l, dlock_pid, fds[1]);
+    ::close(status[0]);
+    ::close(lifeline[1]);
+    keeper_main(l, status[1], lifeline[0]);
   }
-  ::close(fds[1]);
+  ::close(status[1]);
+  ::close(lifeline[0]);
   if (keeper < 0) {
-    ::close(fds[0]);
+    ::close(status[0]);
+    ::close(lifeline[1]);
     return {};
   }
   ::setpgid(keeper, keeper);  // also here: whichever runs first wins, no race
   if (l.take_terminal) ::tcsetpgrp(STDIN_FILENO, keeper);
-  return {keeper, fds[0]};
+  return {keeper, status[0], lifeline[1]};
 }
 
 // The command's wait status as the keeper reported it; the keeper's own
@@ -404,6 +414,7 @@ int run_command(Options options, const RunArgs& args) {
     std::this_thread::sleep_for(10ms);
   }
   const int keeper_status = reap(child.keeper);
+  ::close(child.lifeline_fd);
   if (launch.take_terminal) take_terminal_back();
   const int status = command_status(child, keeper_status);
   client.unlock(args.name);  // never throws for database trouble

@@ -36,7 +36,12 @@ rm -rf "$work" && mkdir -p "$work"
 ledger="$work/ledger.txt"
 : >"$ledger"
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal; plain text in a log file or a pipe.
+if [ -t 1 ]; then
+  say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n== %s\n' "$*"; }
+fi
 
 say "dlock init: create the lock table (idempotent)"
 "$dlock" init
@@ -65,17 +70,26 @@ for who in alice bob carol; do
   disown $!  # no job notices from the shell when one is killed
 done
 
-# Wait for the third turn to begin, then kill its whole worker (dlock, the
-# turn script, the loop) with SIGKILL: no unlock, no goodbye.
+# Wait for the third turn to begin, then kill its worker (the loop and its
+# dlock, the worker's session) with SIGKILL: no unlock, no goodbye. The turn
+# script runs in a process group of its own under dlock; it dies with its
+# dlock, so it cannot go on writing once the lease runs out.
 until [ "$(grep -c ' start$' "$ledger")" -ge 3 ]; do sleep 0.05; done
 sleep 0.3
 say "dlock status, mid-turn"
 "$dlock" status demo:ledger
 victim_fence=$(tail -n 1 "$ledger" | cut -d' ' -f1)
 victim=$(tail -n 1 "$ledger" | cut -d' ' -f2)
-victim_group=$(ps -o pgid= -p "$(cat "$work/holder.pid")" | tr -d ' ')
-say "kill -9 $victim's whole worker mid-turn (fence $victim_fence): no unlock will ever come"
-kill -KILL -- "-$victim_group"
+victim_turn=$(cat "$work/holder.pid")
+victim_session=$(ps -o sid= -p "$victim_turn" | tr -d ' ')
+say "kill -9 $victim's worker and its dlock mid-turn (fence $victim_fence): no unlock will ever come"
+kill -KILL -- "-$victim_session"
+for _ in $(seq 1 100); do kill -0 "$victim_turn" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$victim_turn" 2>/dev/null; then
+  say "FAILED: $victim's turn outlived its dlock" >&2
+  exit 1
+fi
+echo "   $victim's turn died with its dlock"
 killed_at=$(date +%s%N)
 until [ "$(awk -v f="$victim_fence" '$1 > f && $3 == "start"' "$ledger" | wc -l)" -ge 1 ]; do sleep 0.05; done
 took_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
