@@ -201,6 +201,22 @@ TEST(Waits, TheLongestWaitsMeanForeverNotGiveUpAtOnce) {
   }
 }
 
+TEST(Waits, TryLockTakesAnyDurationTypeWaitFirstLeaseSecond) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock client(o);
+  ASSERT_TRUE(client.try_lock("d", std::chrono::microseconds(1500)));
+  client.unlock("d");
+  ASSERT_TRUE(client.try_lock("d", std::chrono::duration<double>(0.25), std::chrono::minutes(1)));
+  const auto ttl = client.remaining_ttl("d");
+  ASSERT_TRUE(ttl.has_value());
+  EXPECT_GT(*ttl, 50s) << "the second duration is the lease";
+  client.unlock("d");
+  Lock handle = client.get_lock("d");
+  ASSERT_TRUE(handle.try_lock(std::chrono::seconds(1), std::chrono::seconds(30)));
+  handle.unlock();
+  EXPECT_THROW((void)client.try_lock("d", 1s, std::chrono::nanoseconds(0)), std::invalid_argument);
+}
+
 TEST(Waits, SaturatingConversionRoundsUpAndNeverOverflows) {
   using details::saturating_wait;
   EXPECT_EQ(saturating_wait(std::chrono::microseconds(1)), Millis(1));
