@@ -333,9 +333,9 @@ int run_command(Options options, const RunArgs& args) {
   // a series of short waits that re-arm them every time.
   bool acquired = false;
   if (args.wait && *args.wait <= Millis::zero()) {
-    acquired = core.acquire(args.name, args.lease, Millis::zero());
+    acquired = core.acquire(args.name, Owner::this_thread().id(), args.lease, Millis::zero());
   } else {
-    acquired = core.acquire(args.name, args.lease, args.wait, &interrupted);
+    acquired = core.acquire(args.name, Owner::this_thread().id(), args.lease, args.wait, &interrupted);
   }
   waiting = false;
   if (!acquired) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <thread>
 
 int main(int argc, char** argv) {
   using namespace std::chrono_literals;
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
   }
   std::unique_lock<dlock::Lock> maybe(report, std::defer_lock);
   if (maybe.try_lock_for(2s)) std::cout << "got it within 2 s\n";
+
+  // Work that moves between threads gets an owner of its own: lock on one
+  // thread, unlock on another.
+  dlock::Lock job = client.get_lock("order:7", dlock::Owner::create());
+  std::thread([&] { job.lock(); }).join();
+  job.unlock();
 
   // Wait up to 1 s, then hold for a fixed 10 s lease (no watchdog): the
   // wait comes first, the lease second.

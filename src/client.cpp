@@ -141,11 +141,15 @@ Client::~Client() {
 
 // ---------------------------------------------------------------- acquire
 
-bool Client::acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait,
-                     const std::atomic<bool>* interrupted) {
+std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
+  const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL);
+  return owner_mutexes_[h % owner_mutexes_.size()];
+}
+
+bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
+                     std::optional<Millis> wait, const std::atomic<bool>* interrupted) {
   validate_name(name);
   if (lease) validate_lease(*lease);
-  const std::uint64_t owner = current_thread_id();
   const bool watchdog = !lease.has_value();
   const Millis lease_ms = lease.value_or(options_.watchdog_timeout);
   const bool forever = !wait.has_value() || *wait >= kForever;
@@ -192,6 +196,7 @@ void Client::throw_lost(std::string_view name, std::uint64_t fence) const {
 
 Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Millis lease, bool watchdog,
                                 bool want_ttl) {
+  std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   CallBudget budget(options_.io_timeout);
   const std::int64_t lease_us = micros(lease);
   if (const auto local = holds_.find(name, owner)) {
@@ -343,13 +348,13 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
 
 // ---------------------------------------------------------------- release
 
-void Client::release(std::string_view name) {
+void Client::release(std::string_view name, std::uint64_t owner) {
   validate_name(name);
-  const std::uint64_t owner = current_thread_id();
+  std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   const std::optional<Hold> before = holds_.take_one(name, owner);
   if (!before) {
-    throw NotHeldError("dlock: unlock(\"" + printable(name) +
-                       "\") by a thread that holds no hold on it in this client");
+    throw NotHeldError("dlock: unlock(\"" + printable(name) + "\") by an owner (" + std::to_string(owner) +
+                       ") that holds no hold on it in this client");
   }
   if (before->lost) {
     logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(name), before->count - 1);
@@ -502,14 +507,14 @@ bool Client::is_locked(std::string_view name) {
   return read_row(name).held;
 }
 
-bool Client::is_held_by_current_thread(std::string_view name) {
+bool Client::is_held_by(std::string_view name, std::uint64_t owner) {
   validate_name(name);
-  return confirmed_hold(name, current_thread_id(), nullptr).has_value();
+  return confirmed_hold(name, owner, nullptr).has_value();
 }
 
-int Client::hold_count(std::string_view name) {
+int Client::hold_count(std::string_view name, std::uint64_t owner) {
   validate_name(name);
-  const auto hold = confirmed_hold(name, current_thread_id(), nullptr);
+  const auto hold = confirmed_hold(name, owner, nullptr);
   return hold ? static_cast<int>(hold->count) : 0;
 }
 
@@ -521,9 +526,8 @@ std::optional<Millis> Client::remaining_ttl(std::string_view name) {
   return Millis(std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000));
 }
 
-std::uint64_t Client::fencing_token(std::string_view name) {
+std::uint64_t Client::fencing_token(std::string_view name, std::uint64_t owner) {
   validate_name(name);
-  const std::uint64_t owner = current_thread_id();
   const auto hold = holds_.find(name, owner);
   if (!hold || hold->lost || Clock::now() >= hold->deadline) return 0;
   if (hold->fence != 0) return hold->fence;

@@ -33,7 +33,9 @@
 // the DoorbellWatcher after each refused attempt.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,24 +60,30 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Every operation acts for an explicit owner id (Owner::id(): a thread's,
+  // or one made with Owner::create()); the public surface resolves
+  // Owner::this_thread(). Operations of one owner on one name are
+  // serialized (owner_mutex), so an owner used from several threads at once
+  // still keeps an exact count.
+  //
   // lease: nullopt = watchdog mode. wait: nullopt = forever; <= 0 = one attempt.
   // `interrupted` (may be null): checked at every wake-up; once true the
   // wait gives up (false) at the next one. interrupt_waits() wakes them.
-  bool acquire(std::string_view name, std::optional<Millis> lease, std::optional<Millis> wait,
+  bool acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease, std::optional<Millis> wait,
                const std::atomic<bool>* interrupted = nullptr);
   // Wakes every local waiter of `name` so each looks at its `interrupted`
   // flag (the others just try again). Thread-safe; not async-signal-safe.
   void interrupt_waits(std::string_view name) { waiters_.wake_all(name); }
-  void release(std::string_view name);
+  void release(std::string_view name, std::uint64_t owner);
   bool force_release(std::string_view name);
 
   bool is_locked(std::string_view name);
   // The row of `name` as it is now (operator tools).
   LockRow inspect(std::string_view name);
-  bool is_held_by_current_thread(std::string_view name);
-  int hold_count(std::string_view name);
+  bool is_held_by(std::string_view name, std::uint64_t owner);
+  int hold_count(std::string_view name, std::uint64_t owner);
   std::optional<Millis> remaining_ttl(std::string_view name);
-  std::uint64_t fencing_token(std::string_view name);
+  std::uint64_t fencing_token(std::string_view name, std::uint64_t owner);
 
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
@@ -132,6 +140,9 @@ class Client {
   // Set first thing in the destructor: from then on no on_lock_lost
   // callback starts.
   std::atomic<bool> closing_{false};
+  // Striped locks serializing one owner's operations on one name.
+  std::mutex& owner_mutex(std::string_view name, std::uint64_t owner);
+  std::array<std::mutex, 256> owner_mutexes_;
   const Options options_;
   const std::shared_ptr<spdlog::logger> logger_;
   const std::string machine_id_;

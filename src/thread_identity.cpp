@@ -8,9 +8,14 @@
 
 namespace dlock::details {
 
+namespace {
+std::atomic<std::uint64_t> next_owner{1};
+}  // namespace
+
+std::uint64_t new_owner_id() { return next_owner.fetch_add(1, std::memory_order_relaxed); }
+
 std::uint64_t current_thread_id() {
-  static std::atomic<std::uint64_t> next{1};
-  thread_local const std::uint64_t id = next.fetch_add(1, std::memory_order_relaxed);
+  thread_local const std::uint64_t id = new_owner_id();
   return id;
 }
 

@@ -9,7 +9,11 @@
 
 namespace dlock::details {
 
+// Owner ids (dlock::Owner::id()): one process-wide counter hands out both
+// the ids of threads (on a thread's first use) and of Owner::create(), so
+// none is ever 0 or reused while the process lives.
 std::uint64_t current_thread_id();
+std::uint64_t new_owner_id();
 
 // host-pid-random, at most 64 bytes: a label unique per client instance.
 std::string generate_machine_id();

@@ -6,9 +6,11 @@
 // and share it between threads.
 //
 // Model
-//   * An owner is (client instance, thread). Two clients in one process are
-//     two owners, exactly like two processes, also when both are configured
-//     with the same machine_id (a label shown to operators).
+//   * An owner is (client instance, Owner). The name-based members act for
+//     the calling thread (Owner::this_thread()); a handle from
+//     get_lock(name, owner) acts for `owner` from any thread. Two clients in
+//     one process are two owners, exactly like two processes, also when both
+//     are configured with the same machine_id (a label shown to operators).
 //   * A hold is reentrant: the owning thread may acquire again; each acquire
 //     needs one unlock(). The count lives in the database row (`state`).
 //   * A hold has a lease decided by the database server's clock. Without an
@@ -62,6 +64,7 @@
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
+#include "dlock/owner.hpp"
 
 namespace dlock {
 
@@ -147,13 +150,29 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] std::uint64_t fencing_token(std::string_view name);
 
   // A copyable handle bound to this client and `name` (validated now; throws
-  // std::invalid_argument). The handle must not outlive this client.
+  // std::invalid_argument). It acts for whichever thread calls it. The
+  // handle must not outlive this client.
   [[nodiscard]] Lock get_lock(std::string name);
+  // A handle that acts for `owner` from any thread: lock on one thread,
+  // unlock on another. Its is_held_by_current_thread() and hold_count()
+  // report `owner`'s hold. Operations of one owner on one name are
+  // serialized, so the count stays exact even if several threads use the
+  // owner at once (each acquire still needs its unlock).
+  [[nodiscard]] Lock get_lock(std::string name, Owner owner);
   // This client's identity in the table.
   [[nodiscard]] const std::string& machine_id() const noexcept;
 
  private:
   friend struct details::ClientAccess;
+  friend class Lock;
+  // For Lock: the same operations for an explicit owner id.
+  bool acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
+                   std::optional<Millis> wait);
+  void release_for(std::string_view name, std::uint64_t owner);
+  bool is_held_by(std::string_view name, std::uint64_t owner);
+  int hold_count_for(std::string_view name, std::uint64_t owner);
+  std::uint64_t fencing_token_for(std::string_view name, std::uint64_t owner);
+
   std::unique_ptr<details::Client> client_;
 };
 

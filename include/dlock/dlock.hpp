@@ -15,6 +15,7 @@
 //   dlock/errors.hpp            Error, NotHeldError, BackendError
 //   dlock/distributed_lock.hpp  DatabaseDistributedLock
 //   dlock/lock.hpp              Lock (Lockable / TimedLockable handle)
+//   dlock/owner.hpp             Owner (who holds: a thread, or an owner of its own)
 //   dlock/version.hpp           DLOCK_VERSION_* macros
 #pragma once
 
@@ -22,4 +23,5 @@
 #include "dlock/errors.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
+#include "dlock/owner.hpp"
 #include "dlock/version.hpp"

@@ -19,7 +19,9 @@
 // dlock/distributed_lock.hpp for behaviour, errors and timeout rules. The
 // handle holds a plain pointer to its client: it must not outlive it.
 // Handles are as thread-safe as the client: copies may be used from
-// different threads, and holds belong to the calling thread, not the handle.
+// different threads. A handle from get_lock(name) acts for the calling
+// thread; one from get_lock(name, owner) acts for that Owner from any thread
+// (and its is_held_by_current_thread() and hold_count() report that owner).
 #pragma once
 
 #include <chrono>
@@ -88,11 +90,13 @@ class DLOCK_API Lock {
 
  private:
   friend class DatabaseDistributedLock;
-  Lock(DatabaseDistributedLock* client, std::string name) : client_(client), name_(std::move(name)) {}
+  Lock(DatabaseDistributedLock* client, std::string name, std::uint64_t owner)
+      : client_(client), name_(std::move(name)), owner_(owner) {}
   bool try_lock_waiting(Millis wait);
 
   DatabaseDistributedLock* client_;
   std::string name_;
+  std::uint64_t owner_;  // 0: whichever thread calls
 };
 
 }  // namespace dlock
