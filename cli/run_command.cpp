@@ -168,6 +168,18 @@ struct Launch {
   bool take_terminal = false;
 };
 
+// Makes the caller's process group the terminal's foreground group. A
+// background process doing so would get SIGTTOU, so it is blocked meanwhile.
+// Async-signal-safe (the keeper calls it between fork and exec).
+void take_terminal() {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 // How often the keeper looks at its lifeline and its command.
 constexpr int kKeeperTickMs = 20;
 
@@ -180,14 +192,7 @@ constexpr int kKeeperTickMs = 20;
   sigemptyset(&sa.sa_mask);
   sa.sa_handler = SIG_IGN;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
-  if (l.take_terminal) {
-    sigset_t ttou, old;
-    sigemptyset(&ttou);
-    sigaddset(&ttou, SIGTTOU);
-    ::sigprocmask(SIG_BLOCK, &ttou, &old);
-    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
-  }
+  if (l.take_terminal) take_terminal();
   const pid_t keeper_pid = ::getpid();
   const pid_t command = ::fork();
   if (command == 0) {
@@ -270,15 +275,6 @@ int command_status(const Spawned& s, int keeper_status) {
   }
   ::close(s.status_fd);
   return got == sizeof status ? status : keeper_status;
-}
-
-void take_terminal_back() {
-  sigset_t ttou, old;
-  sigemptyset(&ttou);
-  sigaddset(&ttou, SIGTTOU);
-  ::sigprocmask(SIG_BLOCK, &ttou, &old);
-  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
 // True once the keeper has exited; leaves it unreaped (a zombie still holds
@@ -415,7 +411,7 @@ int run_command(Options options, const RunArgs& args) {
   }
   const int keeper_status = reap(child.keeper);
   ::close(child.lifeline_fd);
-  if (launch.take_terminal) take_terminal_back();
+  if (launch.take_terminal) take_terminal();  // dlock's group again
   const int status = command_status(child, keeper_status);
   client.unlock(args.name);  // never throws for database trouble
   return lost_why != nullptr ? kExitLockLost : exit_code_of(status);

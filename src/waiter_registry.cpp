@@ -31,14 +31,15 @@ bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
   return true;
 }
 
+std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view name) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = entries_.find(std::string(name));
+  return it == entries_.end() ? nullptr : it->second;
+}
+
 void WaiterRegistry::wake_one(std::string_view name) {
-  std::shared_ptr<Entry> entry;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    auto it = entries_.find(std::string(name));
-    if (it == entries_.end()) return;
-    entry = it->second;
-  }
+  const auto entry = entry_of(name);
+  if (!entry) return;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
     if (entry->permits >= entry->subscribers) return;
@@ -48,13 +49,8 @@ void WaiterRegistry::wake_one(std::string_view name) {
 }
 
 void WaiterRegistry::wake_all(std::string_view name) {
-  std::shared_ptr<Entry> entry;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    auto it = entries_.find(std::string(name));
-    if (it == entries_.end()) return;
-    entry = it->second;
-  }
+  const auto entry = entry_of(name);
+  if (!entry) return;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
     entry->permits = entry->subscribers;

@@ -58,6 +58,8 @@ class WaiterRegistry {
   bool has(const std::string& name) const;
 
  private:
+  std::shared_ptr<Entry> entry_of(std::string_view name) const;
+
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;
 };
