@@ -68,9 +68,13 @@ LockRow Client::read_row(std::string_view name) {
   try {
     return with_connection([&](Connection& c) { return table_.read(c, name); });
   } catch (const OutcomeUnknown&) {
-    PooledConnection fresh = pool_.acquire_fresh();
-    return table_.read(*fresh, name);
+    return read_on_fresh_connection(name);
   }
+}
+
+LockRow Client::read_on_fresh_connection(std::string_view name) {
+  PooledConnection fresh = pool_.acquire_fresh();
+  return table_.read(*fresh, name);
 }
 
 Client::Client(Options options)
@@ -90,7 +94,7 @@ Client::Client(Options options)
     }
     return 0;
   });
-  io_.every(std::max(Millis(1), options_.watchdog_timeout / 3), "renewing leases",
+  io_.every(renew_period(), "renewing leases",
             [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
   io_.every(options_.poll_interval, "polling waited-for locks",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
@@ -140,6 +144,8 @@ Client::~Client() {
 }
 
 // ---------------------------------------------------------------- acquire
+
+Millis Client::renew_period() const { return std::max(Millis(1), options_.watchdog_timeout / 3); }
 
 std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
   const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL);
@@ -236,7 +242,7 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
   if (want_ttl) {
     if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
-    refused.holder_is_local = row.held && holds_.is_ours(name, row.hold_id);
+    refused.holder_is_local = row.held && holds_.is_ours(row.hold_id);
   }
   return refused;
 }
@@ -337,8 +343,7 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
                 printable(name), cause.what());
   try {
     // Not on a pooled connection the same fault may have killed too.
-    PooledConnection fresh = pool_.acquire_fresh();
-    return table_.read(*fresh, name);
+    return read_on_fresh_connection(name);
   } catch (const BackendError& e) {
     throw BackendError(std::string("dlock: outcome unknown (") + cause.what() + "), and the row could not be read: " +
                            e.what(),
@@ -543,7 +548,11 @@ std::uint64_t Client::fencing_token(std::string_view name, std::uint64_t owner) 
 void Client::renew_tick(const IoThread::ConnectionSource& connection) {
   auto refs = holds_.watchdog_holds();
   if (refs.empty()) return;
-  CallBudget budget(options_.io_timeout);
+  // Within one tick, not io_timeout: a row another transaction has locked
+  // fails the renewal after one lock wait (a second on this connection),
+  // and the others are renewed around it this same tick, well inside any
+  // lease.
+  CallBudget budget(std::min(options_.io_timeout, renew_period()));
   const auto now = Clock::now();
   std::vector<HoldRef> live;
   live.reserve(refs.size());

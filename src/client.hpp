@@ -133,7 +133,12 @@ class Client {
   // One read of the row. Reads change nothing, so a read whose connection
   // died is simply run again once on a fresh connection.
   LockRow read_row(std::string_view name);
+  // The row read on a newly opened connection (after a connection fault,
+  // when other pooled connections may be dead too).
+  LockRow read_on_fresh_connection(std::string_view name);
 
+  // The watchdog's tick: a third of watchdog_timeout.
+  Millis renew_period() const;
   void renew_tick(const IoThread::ConnectionSource& connection);
   void poll_tick(const IoThread::ConnectionSource& connection);
 

@@ -53,11 +53,12 @@ std::string doorbell_name(std::string_view database, std::string_view table, std
 
 bool interrupt_doorbell_wait(Connection& killer, std::uint64_t server_id) {
   try {
-    // The statement text of a doorbell wait is LockTable::wait_for_doorbell's.
     auto& ps = killer.prepared(
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
-        "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND INFO LIKE 'SELECT IF(IS_FREE_LOCK(%'");
+        "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND LEFT(INFO, CHAR_LENGTH(?)) = ?");
     ps.setUInt64(1, server_id);
+    ps.setString(2, LockTable::kDoorbellWaitPrefix);
+    ps.setString(3, LockTable::kDoorbellWaitPrefix);
     bool ours = false;
     {
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());

@@ -19,12 +19,9 @@ std::optional<Hold> HoldRegistry::find(std::string_view name, std::uint64_t owne
   return it->second.hold;
 }
 
-bool HoldRegistry::is_ours(std::string_view name, std::uint64_t hold_id) const {
-  if (hold_id == 0) return false;
+bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
   std::lock_guard<std::mutex> guard(mutex_);
-  for (const auto& [k, e] : holds_)
-    if (e.hold.hold_id == hold_id && !e.hold.lost && e.name == name) return true;
-  return false;
+  return hold_id != 0 && live_ids_.count(hold_id) != 0;
 }
 
 void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count,
@@ -39,7 +36,12 @@ void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std:
   h.generation = next_generation_++;
   h.doorbell_session = doorbell_session;
   h.deadline = deadline;
-  holds_.insert_or_assign(key(name, owner), Entry{std::string(name), owner, h});
+  auto [it, inserted] = holds_.try_emplace(key(name, owner), Entry{std::string(name), owner, h});
+  if (!inserted) {
+    live_ids_.erase(it->second.hold.hold_id);
+    it->second.hold = h;
+  }
+  live_ids_.insert(hold_id);
 }
 
 bool HoldRegistry::record_reentrant(std::string_view name, std::uint64_t owner, std::uint64_t generation,
@@ -59,7 +61,10 @@ std::optional<Hold> HoldRegistry::take_one(std::string_view name, std::uint64_t 
   auto it = holds_.find(key(name, owner));
   if (it == holds_.end()) return std::nullopt;
   Hold before = it->second.hold;
-  if (--it->second.hold.count == 0) holds_.erase(it);
+  if (--it->second.hold.count == 0) {
+    live_ids_.erase(before.hold_id);
+    holds_.erase(it);
+  }
   return before;
 }
 
@@ -68,6 +73,7 @@ std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t
   auto it = holds_.find(key(name, owner));
   if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return std::nullopt;
   it->second.hold.lost = true;
+  live_ids_.erase(it->second.hold.hold_id);
   Hold before = it->second.hold;
   it->second.hold.doorbell_session = 0;
   return before;

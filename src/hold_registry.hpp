@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lock_table.hpp"
@@ -59,8 +60,9 @@ struct HoldRef {
 class HoldRegistry {
  public:
   std::optional<Hold> find(std::string_view name, std::uint64_t owner) const;
-  // True if some owner of this client has a live hold on `name` with this id.
-  bool is_ours(std::string_view name, std::uint64_t hold_id) const;
+  // True if some owner of this client has a live hold with this id (hold ids
+  // are random 64-bit values, so the id alone names the hold).
+  bool is_ours(std::uint64_t hold_id) const;
 
   // Records a hold just taken from free, count `count` (1), as a new
   // generation. Replaces nothing: the caller checked there was no entry.
@@ -99,6 +101,8 @@ class HoldRegistry {
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> holds_;
+  // Hold ids of the live (not lost) holds, for is_ours() without a scan.
+  std::unordered_set<std::uint64_t> live_ids_;
   std::uint64_t next_generation_ = 1;
 };
 

@@ -88,11 +88,10 @@ auto LockTable::run(Connection& c, const char* what, Body&& body) const {
 
 void LockTable::give_back_quietly(Connection& c, const std::string& doorbell) const {
   try {
-    auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
-    ps.setString(1, doorbell);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-  } catch (const sql::SQLException& e) {
-    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) c.mark_broken();
+    drop_doorbell(c, doorbell);
+  } catch (const BackendError& e) {
+    // A lost connection took the doorbell with its session; otherwise it
+    // goes when the session ends.
     if (logger_) logger_->debug("dlock: could not give back doorbell {}: {}", doorbell, e.what());
   }
 }
@@ -435,7 +434,7 @@ LockTable::Ring LockTable::wait_for_doorbell(Connection& c, const std::string& d
   // what GET_LOCK just took (and is a no-op otherwise).
   try {
     return run(c, "waiting on a doorbell", [&] {
-      auto& ps = c.prepared("SELECT IF(IS_FREE_LOCK(?) = 1, 2, GET_LOCK(?, ?)), RELEASE_LOCK(?)");
+      auto& ps = c.prepared(std::string(kDoorbellWaitPrefix) + "?) = 1, 2, GET_LOCK(?, ?)), RELEASE_LOCK(?)");
       Binder(ps).text(doorbell).text(doorbell).i64(wait_seconds).text(doorbell);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
       // MariaDB answers a KILL QUERY of GET_LOCK with NULL.

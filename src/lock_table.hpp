@@ -151,6 +151,9 @@ class LockTable {
   // `wait_seconds`, and gives it back at once so every waiting client hears
   // the same release. One statement.
   Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
+  // How the doorbell wait's statement text begins, as PROCESSLIST shows it
+  // (interrupt_doorbell_wait recognises our waits by it).
+  static constexpr const char* kDoorbellWaitPrefix = "SELECT IF(IS_FREE_LOCK(";
   // Renews these live watchdog-mode holds (each matched by name and hold
   // id). Returns how many rows were renewed.
   std::size_t renew(Connection& c, const std::vector<NamedHold>& holds, std::int64_t lease_us) const;

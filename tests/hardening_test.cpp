@@ -38,12 +38,6 @@ std::unique_ptr<details::Connection> raw_connection(const Options& o) {
   return details::Connection::open(details::ConnectionSettings::from(o));
 }
 
-std::string url_for(const Options& o, const std::string& more = "") {
-  return test::database_url_with("table=" + o.table + "&watchdog_timeout_ms=" +
-                                 std::to_string(o.watchdog_timeout.count()) + "&poll_interval_ms=" +
-                                 std::to_string(o.poll_interval.count()) + more);
-}
-
 // ---------------------------------------------------------------- identity
 
 TEST(Identity, TwoClientsWithOneMachineIdInOneProcessAreDistinctOwners) {
@@ -66,7 +60,7 @@ TEST(Identity, TwoProcessesWithOneMachineIdAreDistinctOwners) {
   Options o = fresh_options();
   o.machine_id = "web01";
   DatabaseDistributedLock client(o);
-  test::ChildProcess holder(test::helper_path(), {url_for(o, "&machine_id=web01"), "hold", "x", "0"});
+  test::ChildProcess holder(test::helper_path(), {test::url_for(o, "&machine_id=web01"), "hold", "x", "0"});
   ASSERT_TRUE(holder.wait_for_line("acquired", 15s).has_value()) << "helper never acquired";
   // Both processes' first threads have owner id 1: only the hold id differs.
   EXPECT_FALSE(client.try_lock("x"));
@@ -334,6 +328,9 @@ TEST_F(ForeignLock, CallsFailWithinAboutIoTimeoutInTotal) {
 }
 
 TEST_F(ForeignLock, DoesNotStallTheWatchdogForOtherHolds) {
+  // The default io_timeout: the watchdog's own retries must still fit its
+  // tick, far inside a lease shorter than io_timeout.
+  options_.io_timeout = 10s;
   options_.watchdog_timeout = 2400ms;
   std::atomic<int> lost_b{0};
   Options o = options_;

@@ -20,11 +20,7 @@ using Clock = std::chrono::steady_clock;
 using test::ChildProcess;
 using test::fresh_options;
 using test::same_table;
-
-std::string url_for(const Options& o) {
-  return test::database_url_with("table=" + o.table + "&watchdog_timeout_ms=" + std::to_string(o.watchdog_timeout.count()) +
-                                  "&poll_interval_ms=" + std::to_string(o.poll_interval.count()));
-}
+using test::url_for;
 
 std::uint64_t fence_from(const std::string& line) { return std::stoull(line.substr(line.find(' ') + 1)); }
 

@@ -29,6 +29,11 @@ std::string database_url_with(const std::string& parameters) {
   return base + (base.find('?') == std::string::npos ? "?" : "&") + parameters;
 }
 
+std::string url_for(const Options& o, const std::string& more) {
+  return database_url_with("table=" + o.table + "&watchdog_timeout_ms=" + std::to_string(o.watchdog_timeout.count()) +
+                           "&poll_interval_ms=" + std::to_string(o.poll_interval.count()) + more);
+}
+
 bool fast_wakeup_enabled() {
   const char* value = std::getenv("DLOCK_TEST_FAST_WAKEUP");
   return value == nullptr || std::string(value) != "0";

@@ -18,6 +18,10 @@ using namespace std::chrono_literals;
 std::string database_url();
 // database_url() with more query parameters ("table=t&poll_interval_ms=9").
 std::string database_url_with(const std::string& parameters);
+// database_url_with() naming the table, lease and poll interval of `o`
+// (for child processes that must share a test's table), plus `more`
+// ("&machine_id=x").
+std::string url_for(const Options& o, const std::string& more = "");
 // False when DLOCK_TEST_FAST_WAKEUP=0.
 bool fast_wakeup_enabled();
 
