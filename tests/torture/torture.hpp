@@ -55,7 +55,8 @@ int run_cli_worker(const CliWorkerArgs& args);
 
 // One critical section run by `dlock run` (fence from DLOCK_FENCE). It
 // pauses 200-600 ms inside, watching its dlock process (the CLI worker's
-// child among its ancestors): if that is gone (dlock was killed and the command survived it), it
+// child among its ancestors): if it is still running a second after that
+// is gone (dlock was killed and the command survived it), it
 // writes "orphan OP" to the history, which the checker counts as a
 // violation, and goes on like any command that does not know.
 // `cli_worker`: the pid of the CLI worker, whose child is the dlock process.

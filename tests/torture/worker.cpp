@@ -265,6 +265,10 @@ int run_cli_step(const std::string& url, const std::string& name, const std::str
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200 + rng() % 400);
     while (std::chrono::steady_clock::now() < end) {
       if (!orphaned && (dlock == 0 || gone(dlock))) {
+        // The keeper kills this group when it sees dlock gone, which takes
+        // it a poll tick (longer under a sanitizer): only a command still
+        // running a second later has outlived its dlock.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
         orphaned = true;
         history.line("orphan " + op);
         // Keep going unprotected, past the lease, as a real command would.
