@@ -15,10 +15,10 @@
 #include <thread>
 #include <unistd.h>
 
-#include "connection.hpp"
-#include "doorbell.hpp"
-#include "lock_table.hpp"
-#include "thread_identity.hpp"
+#include "sql/connection.hpp"
+#include "wakeup/doorbell.hpp"
+#include "sql/lock_table.hpp"
+#include "core/thread_identity.hpp"
 
 namespace dlock::bench {
 

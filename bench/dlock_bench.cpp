@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "connection.hpp"
+#include "sql/connection.hpp"
 #include "contenders.hpp"
 
 namespace dlock::bench {

@@ -5,12 +5,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
-#include "lock_table.hpp"
+#include "sql/lock_table.hpp"
 #include "lock_view.hpp"
-#include "log_format.hpp"
+#include "core/log_format.hpp"
 
 namespace dlock::cli {
 

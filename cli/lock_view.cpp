@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "duration.hpp"
-#include "log_format.hpp"
+#include "core/log_format.hpp"
 
 namespace dlock::cli {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "lock_table.hpp"
+#include "sql/lock_table.hpp"
 
 namespace dlock::cli {
 

@@ -52,11 +52,11 @@
 #include <iostream>
 #include <thread>
 
-#include "client_access.hpp"
+#include "core/client_access.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "lock_view.hpp"
-#include "log_format.hpp"
+#include "core/log_format.hpp"
 
 extern char** environ;
 

@@ -16,7 +16,7 @@
 #include "child_process.hpp"
 #include "cli_fixture.hpp"
 #include "test_env.hpp"
-#include "thread_identity.hpp"
+#include "core/thread_identity.hpp"
 
 namespace dlock {
 namespace {

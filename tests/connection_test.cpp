@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "connection_pool.hpp"
+#include "sql/connection_pool.hpp"
 #include "test_env.hpp"
 
 namespace dlock {

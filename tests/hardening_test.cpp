@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "connection.hpp"
-#include "doorbell.hpp"
-#include "hold_registry.hpp"
-#include "lock_table.hpp"
+#include "sql/connection.hpp"
+#include "wakeup/doorbell.hpp"
+#include "core/hold_registry.hpp"
+#include "sql/lock_table.hpp"
 #include "test_env.hpp"
 
 namespace dlock {

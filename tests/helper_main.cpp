@@ -26,7 +26,7 @@
 #include <string>
 #include <thread>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "exec-ignoring-sigchld") {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "validation.hpp"
+#include "api/validation.hpp"
 
 namespace dlock {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "lock_table.hpp"
+#include "sql/lock_table.hpp"
 #include "test_env.hpp"
 
 namespace dlock {

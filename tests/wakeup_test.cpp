@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "doorbell.hpp"
+#include "wakeup/doorbell.hpp"
 #include "test_env.hpp"
 
 namespace dlock {

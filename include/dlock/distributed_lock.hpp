@@ -70,7 +70,7 @@ namespace dlock {
 
 namespace details {
 class Client;
-struct ClientAccess;  // the library's own tools (src/client_access.hpp)
+struct ClientAccess;  // the library's own tools (src/core/client_access.hpp)
 }
 
 class DLOCK_API DatabaseDistributedLock {

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "validation.hpp"
+#include "api/validation.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 namespace dlock::test {
 

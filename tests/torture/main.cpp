@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "connection.hpp"
+#include "sql/connection.hpp"
 #include "dlock/options.hpp"
 #include "torture.hpp"
 

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 namespace dlock::torture {
 namespace {

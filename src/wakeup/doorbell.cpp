@@ -1,4 +1,4 @@
-#include "doorbell.hpp"
+#include "wakeup/doorbell.hpp"
 
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "connection_pool.hpp"
-#include "log_format.hpp"
+#include "sql/connection_pool.hpp"
+#include "core/log_format.hpp"
 
 namespace dlock::details {
 

@@ -28,7 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "lock_table.hpp"
+#include "sql/lock_table.hpp"
 
 namespace dlock::details {
 

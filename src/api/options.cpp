@@ -9,7 +9,7 @@
 
 #include "dlock/options.hpp"
 
-#include "validation.hpp"
+#include "api/validation.hpp"
 
 namespace dlock {
 

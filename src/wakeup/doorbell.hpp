@@ -45,8 +45,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "connection.hpp"
-#include "lock_table.hpp"
+#include "sql/connection.hpp"
+#include "sql/lock_table.hpp"
 
 namespace spdlog {
 class logger;

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 namespace spdlog {
 class logger;

@@ -1,4 +1,4 @@
-#include "hold_registry.hpp"
+#include "core/hold_registry.hpp"
 
 namespace dlock::details {
 

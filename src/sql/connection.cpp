@@ -1,4 +1,4 @@
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>

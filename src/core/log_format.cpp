@@ -1,4 +1,4 @@
-#include "log_format.hpp"
+#include "core/log_format.hpp"
 
 namespace dlock::details {
 

@@ -1,4 +1,4 @@
-#include "connection_pool.hpp"
+#include "sql/connection_pool.hpp"
 
 #include <algorithm>
 

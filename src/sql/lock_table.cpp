@@ -1,4 +1,4 @@
-#include "lock_table.hpp"
+#include "sql/lock_table.hpp"
 
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>

@@ -1,4 +1,4 @@
-#include "validation.hpp"
+#include "api/validation.hpp"
 
 #include <stdexcept>
 #include <string>

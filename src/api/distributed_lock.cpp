@@ -3,9 +3,9 @@
 // an explicit owner id.
 #include "dlock/distributed_lock.hpp"
 
-#include "client.hpp"
-#include "thread_identity.hpp"
-#include "validation.hpp"
+#include "core/client.hpp"
+#include "core/thread_identity.hpp"
+#include "api/validation.hpp"
 
 namespace dlock {
 

@@ -29,7 +29,7 @@
 #include <mutex>
 #include <vector>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 namespace dlock::details {
 

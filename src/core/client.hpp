@@ -41,15 +41,15 @@
 #include <string>
 #include <string_view>
 
-#include "connection_pool.hpp"
-#include "thread_identity.hpp"
-#include "doorbell.hpp"
+#include "sql/connection_pool.hpp"
+#include "core/thread_identity.hpp"
+#include "wakeup/doorbell.hpp"
 #include "dlock/options.hpp"
-#include "hold_registry.hpp"
-#include "io_thread.hpp"
-#include "known_rows.hpp"
-#include "lock_table.hpp"
-#include "waiter_registry.hpp"
+#include "core/hold_registry.hpp"
+#include "core/io_thread.hpp"
+#include "core/known_rows.hpp"
+#include "sql/lock_table.hpp"
+#include "wakeup/waiter_registry.hpp"
 
 namespace dlock::details {
 

@@ -3,7 +3,7 @@
 // interruptible wait). Not installed; not for users.
 #pragma once
 
-#include "client.hpp"
+#include "core/client.hpp"
 #include "dlock/distributed_lock.hpp"
 
 namespace dlock::details {

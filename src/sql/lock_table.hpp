@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "connection.hpp"
+#include "sql/connection.hpp"
 
 namespace spdlog {
 class logger;

@@ -1,4 +1,4 @@
-#include "waiter_registry.hpp"
+#include "wakeup/waiter_registry.hpp"
 
 namespace dlock::details {
 

@@ -1,4 +1,4 @@
-#include "client.hpp"
+#include "core/client.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -10,9 +10,9 @@
 #include <thread>
 #include <unordered_map>
 
-#include "log_format.hpp"
-#include "thread_identity.hpp"
-#include "validation.hpp"
+#include "core/log_format.hpp"
+#include "core/thread_identity.hpp"
+#include "api/validation.hpp"
 
 namespace dlock::details {
 

@@ -1,4 +1,4 @@
-#include "io_thread.hpp"
+#include "core/io_thread.hpp"
 
 #include <spdlog/spdlog.h>
 

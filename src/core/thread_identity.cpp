@@ -1,4 +1,4 @@
-#include "thread_identity.hpp"
+#include "core/thread_identity.hpp"
 
 #include <unistd.h>
 
