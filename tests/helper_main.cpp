@@ -3,6 +3,9 @@
 //   dlock_test_helper URL hold NAME LEASE_MS
 //       Acquire NAME (LEASE_MS 0: watchdog mode), print "acquired FENCE",
 //       then sleep until killed.
+//   dlock_test_helper URL hold-for NAME MS
+//       Acquire NAME (watchdog mode), print "acquired FENCE", hold it MS
+//       milliseconds, unlock, print "released", exit.
 //   dlock_test_helper URL rmw NAME COUNTER_TABLE ROUNDS
 //       ROUNDS times: lock NAME, read the counter row, write it + 1 (a
 //       non-atomic read-modify-write), unlock. Prints "done" at the end.
@@ -54,6 +57,14 @@ int main(int argc, char** argv) {
       }
       std::cout << "acquired " << client.fencing_token(name) << std::endl;
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "hold-for" && argc == 5) {
+      client.lock(name);
+      std::cout << "acquired " << client.fencing_token(name) << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[4])));
+      client.unlock(name);
+      std::cout << "released" << std::endl;
+      return 0;
     }
     if (command == "rmw" && argc == 6) {
       const std::string counter = argv[4];

@@ -71,6 +71,7 @@ namespace dlock {
 namespace details {
 class Client;
 struct ClientAccess;  // the library's own tools (src/core/client_access.hpp)
+struct AsyncAccess;   // the asynchronous entry points (src/api/async.cpp)
 }
 
 class DLOCK_API DatabaseDistributedLock {
@@ -159,11 +160,17 @@ class DLOCK_API DatabaseDistributedLock {
   // serialized, so the count stays exact even if several threads use the
   // owner at once (each acquire still needs its unlock).
   [[nodiscard]] Lock get_lock(std::string name, Owner owner);
+  // Ends `owner`'s pending asynchronous lock waits in this client (see
+  // <dlock/asio.hpp>): each completes with Cancelled and holds nothing.
+  // Waits that start later are not affected; neither are synchronous waits
+  // nor holds the owner already has. Thread-safe; no SQL.
+  void cancel(Owner owner);
   // This client's identity in the table.
   [[nodiscard]] const std::string& machine_id() const noexcept;
 
  private:
   friend struct details::ClientAccess;
+  friend struct details::AsyncAccess;
   friend class Lock;
   // For Lock: the same operations for an explicit owner id.
   bool acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,

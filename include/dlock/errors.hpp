@@ -7,6 +7,7 @@
 //   Error          base of every dlock exception
 //   NotHeldError   unlock() by a thread that holds no hold on that name here
 //   LockLostError  acquire by an owner whose earlier hold on the name was lost
+//   Cancelled      a pending asynchronous wait was cancelled
 //   BackendError   the database was unreachable, timed out or failed;
 //                  carries the MySQL error number and SQLSTATE
 #pragma once
@@ -37,6 +38,15 @@ class DLOCK_API NotHeldError : public Error {
 // The owed unlock() calls return normally; once they are all made, acquiring
 // works again and yields a new fencing token.
 class DLOCK_API LockLostError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A pending asynchronous wait ended without acquiring because it was
+// cancelled: DatabaseDistributedLock::cancel(owner), a cancellation slot
+// bound to its handler, or the client's destruction. The operation holds
+// nothing.
+class DLOCK_API Cancelled : public Error {
  public:
   using Error::Error;
 };

@@ -36,6 +36,9 @@
 namespace dlock {
 
 class DatabaseDistributedLock;
+namespace details {
+struct AsyncAccess;
+}
 
 namespace details {
 // A wait of any duration type as whole milliseconds, rounded up so a wait is
@@ -90,6 +93,7 @@ class DLOCK_API Lock {
 
  private:
   friend class DatabaseDistributedLock;
+  friend struct details::AsyncAccess;
   Lock(DatabaseDistributedLock* client, std::string name, std::uint64_t owner)
       : client_(client), name_(std::move(name)), owner_(owner) {}
   bool try_lock_waiting(Millis wait);

@@ -64,6 +64,8 @@ Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
   return Lock(this, std::move(name), owner.id());
 }
 
+void DatabaseDistributedLock::cancel(Owner owner) { client_->async().cancel_owner(owner.id()); }
+
 const std::string& DatabaseDistributedLock::machine_id() const noexcept { return client_->machine_id(); }
 
 bool DatabaseDistributedLock::acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,

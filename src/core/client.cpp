@@ -84,7 +84,8 @@ Client::Client(Options options)
       pid_(static_cast<std::uint32_t>(::getpid())),
       table_(options_.table, logger_),
       pool_(ConnectionSettings::from(options_), options_.pool_size),
-      io_(io_settings(options_), logger_) {
+      io_(io_settings(options_), logger_),
+      async_(options_.pool_size) {
   // Connecting here makes an unreachable database fail at construction.
   with_connection([&](Connection& c) {
     if (options_.create_table) {
@@ -129,6 +130,9 @@ Client::Client(Options options)
 
 Client::~Client() {
   closing_ = true;  // no on_lock_lost from here on (report_lost checks it)
+  // Pending asynchronous waits end with Cancelled; running statements
+  // finish; then the workers stop.
+  async_.shutdown();
   doorbells_.reset();
   io_.stop();
   const auto holds = holds_.live();
@@ -152,45 +156,65 @@ std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
   return owner_mutexes_[h % owner_mutexes_.size()];
 }
 
-bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                     std::optional<Millis> wait, const std::atomic<bool>* interrupted) {
+AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
+                                    std::optional<Millis> wait) const {
   validate_name(name);
   if (lease) validate_lease(*lease);
-  const bool watchdog = !lease.has_value();
-  const Millis lease_ms = lease.value_or(options_.watchdog_timeout);
-  const bool forever = !wait.has_value() || *wait >= kForever;
-  if (!forever && *wait <= Millis::zero()) return attempt(name, owner, lease_ms, watchdog, false).acquired;
-  const auto deadline = forever ? Clock::time_point::max() : Clock::now() + *wait;
+  AcquireRequest r;
+  r.name = std::string(name);
+  r.owner = owner;
+  r.watchdog = !lease.has_value();
+  r.lease = lease.value_or(options_.watchdog_timeout);
+  r.forever = !wait.has_value() || *wait >= kForever;
+  r.single_attempt = !r.forever && *wait <= Millis::zero();
+  if (!r.forever) r.deadline = Clock::now() + *wait;
+  return r;
+}
 
-  const std::string key(name);
-  // Runs after the subscription ends: the last waiter of a name frees its
-  // doorbell connection for other names.
-  struct StopWatching {
+AcquireStep Client::attempt_step(const AcquireRequest& r) {
+  AcquireStep step;
+  const Attempt a = attempt(r.name, r.owner, r.lease, r.watchdog, !r.single_attempt);
+  if (a.acquired) {
+    step.next = AcquireStep::Next::kAcquired;
+    return step;
+  }
+  if (r.single_attempt) return step;  // kGaveUp
+  // A holder in this client wakes us itself when it unlocks; the doorbell
+  // is for holders elsewhere.
+  if (doorbells_ && !a.holder_is_local) doorbells_->arm(r.name);
+  // One millisecond past the holder's expiry, so the retry finds it expired.
+  Micros wait = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
+  if (!r.forever) {
+    const auto left = std::chrono::duration_cast<Micros>(r.deadline - Clock::now());
+    if (left <= Micros::zero()) return step;  // kGaveUp
+    wait = std::min(wait, left);
+  }
+  step.next = AcquireStep::Next::kWait;
+  step.wait = wait;
+  return step;
+}
+
+void Client::waiting_ended(const std::string& name) {
+  if (doorbells_ && !waiters_.has(name)) doorbells_->disarm(name);
+}
+
+bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
+                     std::optional<Millis> wait, const std::atomic<bool>* interrupted) {
+  const AcquireRequest request = make_request(name, owner, lease, wait);
+  if (request.single_attempt) return attempt_step(request).next == AcquireStep::Next::kAcquired;
+  struct WaitingEnded {
     Client& client;
-    const std::string& key;
-    ~StopWatching() {
-      if (client.doorbells_ && !client.waiters_.has(key)) client.doorbells_->disarm(key);
-    }
-  } stop_watching{*this, key};
+    const std::string& name;
+    ~WaitingEnded() { client.waiting_ended(name); }
+  } waiting_ended{*this, request.name};
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
-  WaiterRegistry::Subscription subscription(waiters_, key);
+  WaiterRegistry::Subscription subscription(waiters_, request.name);
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return false;
-    const Attempt a = attempt(name, owner, lease_ms, watchdog, true);
-    if (a.acquired) return true;
-    // A holder in this client wakes us itself when it unlocks; the doorbell
-    // is for holders elsewhere.
-    if (doorbells_ && !a.holder_is_local) doorbells_->arm(key);
-    const auto now = Clock::now();
-    // One millisecond past the holder's expiry, so the retry finds it expired.
-    Micros sleep = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
-    if (!forever) {
-      const auto left = std::chrono::duration_cast<Micros>(deadline - now);
-      if (left <= Micros::zero()) return false;
-      sleep = std::min(sleep, left);
-    }
-    subscription.wait_for(sleep);
+    const AcquireStep step = attempt_step(request);
+    if (step.next != AcquireStep::Next::kWait) return step.next == AcquireStep::Next::kAcquired;
+    subscription.wait_for(step.wait);
   }
 }
 

@@ -2,8 +2,10 @@
 //
 // Acquire: one statement when free (the upsert in LockTable::acquire) or
 // reentrant (LockTable::reacquire). A waiting acquire subscribes to the
-// name's local semaphore first, then loops: attempt; on refusal read the
-// holder's TTL; sleep until woken or the TTL or the caller's deadline ends.
+// name's WaiterRegistry entry first, then loops: attempt; on refusal read the
+// holder's TTL; wait until woken or the TTL or the caller's deadline ends.
+// attempt_step is that loop's body; a driver does the waiting: acquire()
+// blocks the calling thread, AsyncAcquire parks a continuation (no thread).
 //
 // Holds: every acquisition from free draws a random hold id, written with
 // the row; every later statement of that hold (reacquire, release, renew)
@@ -41,6 +43,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/acquire_request.hpp"
+#include "core/async_operations.hpp"
 #include "sql/connection_pool.hpp"
 #include "core/thread_identity.hpp"
 #include "wakeup/doorbell.hpp"
@@ -69,8 +73,25 @@ class Client {
   // lease: nullopt = watchdog mode. wait: nullopt = forever; <= 0 = one attempt.
   // `interrupted` (may be null): checked at every wake-up; once true the
   // wait gives up (false) at the next one. interrupt_waits() wakes them.
+  //
+  // The synchronous driver of the acquire engine (acquire_request.hpp): it
+  // blocks the calling thread between attempts. AsyncAcquire is the other.
   bool acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease, std::optional<Millis> wait,
                const std::atomic<bool>* interrupted = nullptr);
+
+  // The engine, for both drivers. make_request validates (throws
+  // std::invalid_argument, before any SQL) and fixes the deadline now.
+  AcquireRequest make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
+                              std::optional<Millis> wait) const;
+  // One attempt for the request, and what to do next. On a refusal it arms
+  // the doorbell of a holder in another client. Throws LockLostError,
+  // BackendError.
+  AcquireStep attempt_step(const AcquireRequest& request);
+  // A driver's waiter of `name` has unsubscribed: the last one frees the
+  // name's doorbell connection for other names.
+  void waiting_ended(const std::string& name);
+  WaiterRegistry& waiters() { return waiters_; }
+  AsyncOperations& async() { return async_; }
   // Wakes every local waiter of `name` so each looks at its `interrupted`
   // flag (the others just try again). Thread-safe; not async-signal-safe.
   void interrupt_waits(std::string_view name) { waiters_.wake_all(name); }
@@ -162,6 +183,8 @@ class Client {
   // Null when fast_wakeup is off. Reset first in the destructor: it sends
   // its KILL QUERYs through io_.
   std::unique_ptr<DoorbellWatcher> doorbells_;
+  // Shut down first in the destructor: its operations use everything above.
+  AsyncOperations async_;
 };
 
 }  // namespace dlock::details

@@ -31,6 +31,28 @@ bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
   return true;
 }
 
+bool WaiterRegistry::Subscription::park(std::shared_ptr<Parked> waiter) {
+  std::lock_guard<std::mutex> guard(entry_->mutex);
+  if (entry_->permits > 0) {
+    --entry_->permits;
+    return false;
+  }
+  Parked& w = *waiter;
+  w.where_ = entry_->parked.insert(entry_->parked.end(), std::move(waiter));
+  w.parked_ = true;
+  return true;
+}
+
+bool WaiterRegistry::Subscription::unpark(Parked& waiter) {
+  std::shared_ptr<Parked> keep;  // released after the entry's mutex
+  std::lock_guard<std::mutex> guard(entry_->mutex);
+  if (!waiter.parked_) return false;
+  waiter.parked_ = false;
+  keep = std::move(*waiter.where_);
+  entry_->parked.erase(waiter.where_);
+  return true;
+}
+
 std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view name) const {
   std::lock_guard<std::mutex> guard(mutex_);
   auto it = entries_.find(std::string(name));
@@ -40,21 +62,39 @@ std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view
 void WaiterRegistry::wake_one(std::string_view name) {
   const auto entry = entry_of(name);
   if (!entry) return;
+  std::shared_ptr<Parked> continuation;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
     if (entry->permits >= entry->subscribers) return;
-    ++entry->permits;
+    if (!entry->parked.empty()) {
+      // A parked continuation takes the wake directly (no permit left).
+      continuation = std::move(entry->parked.front());
+      entry->parked.pop_front();
+      continuation->parked_ = false;
+    } else {
+      ++entry->permits;
+    }
   }
-  entry->cv.notify_one();
+  if (continuation) {
+    continuation->wake();
+  } else {
+    entry->cv.notify_one();
+  }
 }
 
 void WaiterRegistry::wake_all(std::string_view name) {
   const auto entry = entry_of(name);
   if (!entry) return;
+  std::list<std::shared_ptr<Parked>> continuations;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
-    entry->permits = entry->subscribers;
+    continuations.swap(entry->parked);
+    for (auto& c : continuations) c->parked_ = false;
+    // Every subscriber that is not parked (blocked or about to look) gets
+    // a permit; the parked ones are woken directly.
+    entry->permits = entry->subscribers - continuations.size();
   }
+  for (auto& c : continuations) c->wake();
   entry->cv.notify_all();
 }
 

@@ -1,18 +1,27 @@
-// Where local threads wait for a lock name, one entry per name (the seed's
-// subscribeMap), each with a counting semaphore.
+// Where local waiters wait for a lock name, one entry per name (the seed's
+// subscribeMap), each with a counting semaphore of wake-ups.
 //
-// A thread subscribes *before* its attempt in the database and stays
+// Two kinds of waiter share an entry: a blocked thread (the synchronous
+// driver, Subscription::wait_for) and a parked continuation (the
+// asynchronous driver, Subscription::park), which costs memory, not a
+// thread. A wake goes to a parked continuation if there is one (it is
+// removed from the entry and its Parked::wake() is called), else to a
+// blocked thread, else it is kept as a permit for the next waiter to look.
+//
+// A waiter subscribes *before* its attempt in the database and stays
 // subscribed until it gives up or succeeds, so a wake that arrives between a
 // failed attempt and the wait is kept as a permit instead of being lost.
 // Permits never exceed the number of subscribers, so a burst of wakes cannot
-// pile up into a stampede later. A wake is only a hint: a woken thread
+// pile up into a stampede later. A wake is only a hint: a woken waiter
 // always tries again in the database.
 //
-// Thread safety: every member is safe to call concurrently.
+// Thread safety: every member is safe to call concurrently. Parked::wake()
+// is called with no registry lock held.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,14 +32,23 @@
 namespace dlock::details {
 
 class WaiterRegistry {
-  struct Entry {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::size_t subscribers = 0;
-    std::size_t permits = 0;
-  };
+  struct Entry;
 
  public:
+  // A continuation waiting for a wake (see Subscription::park).
+  class Parked {
+   public:
+    virtual ~Parked() = default;
+    // The waiter was woken: it is no longer parked and should try again.
+    // Called once per successful park, from the waking thread.
+    virtual void wake() = 0;
+
+   private:
+    friend class WaiterRegistry;
+    bool parked_ = false;  // guarded by the entry's mutex
+    std::list<std::shared_ptr<Parked>>::iterator where_;
+  };
+
   // RAII: subscribed for its lifetime.
   class Subscription {
    public:
@@ -38,8 +56,16 @@ class WaiterRegistry {
     ~Subscription();
     Subscription(const Subscription&) = delete;
     Subscription& operator=(const Subscription&) = delete;
-    // Sleeps until woken or `timeout` passes. True if woken.
+    // Blocks the calling thread until woken or `timeout` passes. True if woken.
     bool wait_for(std::chrono::microseconds timeout);
+    // Parks `waiter` until a wake: false (not parked) if a wake is already
+    // waiting as a permit; the caller then consumes it and tries again now.
+    // A waiter is parked at most once at a time.
+    [[nodiscard]] bool park(std::shared_ptr<Parked> waiter);
+    // Takes `waiter` out of the entry if it is still parked: true then (the
+    // caller resumes it, e.g. on its timeout); false if a wake took it out
+    // first (its wake() has been or is being called).
+    [[nodiscard]] bool unpark(Parked& waiter);
 
    private:
     WaiterRegistry& registry_;
@@ -58,6 +84,13 @@ class WaiterRegistry {
   bool has(const std::string& name) const;
 
  private:
+  struct Entry {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t subscribers = 0;
+    std::size_t permits = 0;
+    std::list<std::shared_ptr<Parked>> parked;  // in the order they parked
+  };
   std::shared_ptr<Entry> entry_of(std::string_view name) const;
 
   mutable std::mutex mutex_;

@@ -1,0 +1,232 @@
+// dlock/asio.hpp
+//
+// Asynchronous lock operations on Boost.Asio completion tokens: a callback,
+// `boost::asio::use_future`, `boost::asio::use_awaitable` (C++20 coroutines),
+// `boost::asio::bind_executor(strand, ...)`, or any other token. The only
+// public dlock header that includes Asio (1.74 or later).
+//
+//   boost::asio::awaitable<void> job(dlock::DatabaseDistributedLock& client) {
+//     const dlock::Lock lock = client.get_lock("orders/42", dlock::Owner::create());
+//     co_await dlock::async_lock(lock, boost::asio::use_awaitable);
+//     ...                                      // may resume on another thread
+//     co_await dlock::async_unlock(lock, boost::asio::use_awaitable);
+//   }
+//
+// Semantics are those of the synchronous call each function mirrors
+// (Lock::lock, Lock::try_lock, Lock::unlock): the same leases, reentrancy,
+// fencing, LockLostError and failure rules. On a handle bound to an owner
+// (get_lock(name, owner)) an operation acts for that owner; on a thread
+// handle, for the thread that initiates it. Use owner-bound handles in
+// coroutines: a coroutine may resume on another thread.
+//
+// Handlers
+//   * Signatures: void(std::exception_ptr) for async_lock and async_unlock;
+//     void(std::exception_ptr, bool acquired) for async_try_lock. With
+//     use_future and use_awaitable the exception is rethrown.
+//   * Every error arrives through the handler, std::invalid_argument for a bad
+//     lease included; the initiating call itself throws nothing (beyond
+//     std::bad_alloc). Errors: BackendError, LockLostError, NotHeldError
+//     (async_unlock by an owner holding nothing), Cancelled.
+//   * The handler is invoked through its associated executor (a coroutine
+//     resumes on its own executor; a handler bound to a strand runs on it),
+//     never from inside the initiating call. A handler with no associated
+//     executor (a plain lambda, use_future) runs on a library thread: keep it
+//     short and do not block there.
+//   * Outstanding work is counted on the handler's executor while the
+//     operation is pending, so io_context::run() does not return early.
+//
+// Threads and memory
+//   Statements run on the client's worker threads (Options::pool_size of
+//   them, started by the first asynchronous call). A pending wait holds no
+//   thread: it is a registered continuation that a release in this client, a
+//   doorbell ring from another client, the poller or its own timer resumes.
+//
+// Lifetime
+//   The Lock handle may be destroyed as soon as the initiating call returns.
+//   The client must outlive the operation; destroying it ends every pending
+//   wait with Cancelled.
+//
+// Cancellation
+//   * DatabaseDistributedLock::cancel(owner) ends that owner's pending waits
+//     in the client with Cancelled.
+//   * Per operation (Boost 1.77 or later, where Asio has cancellation slots;
+//     this header is compiled in your translation unit, so your Boost
+//     decides): emitting a cancellation signal bound to the handler does the
+//     same for that one operation.
+//   * A cancelled operation holds nothing afterwards. An attempt already
+//     running in the database finishes first: if it acquired, the operation
+//     completes successfully (the cancellation came too late) and holds.
+#pragma once
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/version.hpp>
+#if BOOST_VERSION >= 107700
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#endif
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+#include "dlock/distributed_lock.hpp"
+#include "dlock/export.hpp"
+#include "dlock/lock.hpp"
+
+namespace dlock {
+
+// The header's machinery. In a namespace of its own, not details::, because
+// its entry points are exported from a shared libdlock.
+namespace asio_impl {
+
+// The compiled side sees every handler through this interface: the header's
+// templates wrap the handler, the library calls complete() exactly once,
+// from one of its threads, never inside the initiating call.
+class AsyncCompletion {
+ public:
+  virtual ~AsyncCompletion() = default;
+  // `value`: acquired (async_try_lock); ignored by the other operations.
+  virtual void complete(std::exception_ptr error, bool value) noexcept = 0;
+};
+
+// Identifies a started operation for per-operation cancellation.
+struct AsyncOperationId {
+  DatabaseDistributedLock* client = nullptr;
+  std::uint64_t id = 0;  // 0: nothing to cancel (the operation has no wait)
+};
+
+// The compiled entry points. lease: nullopt = watchdog mode; wait: nullopt =
+// forever, <= 0 = one attempt. They never throw (but std::bad_alloc): every
+// error goes to `completion`.
+DLOCK_API AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease,
+                                            std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion);
+DLOCK_API void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion);
+// Ends the operation's wait with Cancelled if it is still pending.
+DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
+
+// Wraps a completion handler: keeps its executor busy while pending and
+// invokes it there (or on the library thread if it has no executor).
+template <class Handler, bool WithValue>
+class HandlerCompletion final : public AsyncCompletion {
+  using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
+
+ public:
+  explicit HandlerCompletion(Handler&& handler)
+      : handler_(std::move(handler)),
+        work_(boost::asio::get_associated_executor(handler_, boost::asio::system_executor())) {}
+
+  void complete(std::exception_ptr error, bool value) noexcept override {
+    if constexpr (std::is_same_v<Executor, boost::asio::system_executor>) {
+      invoke(handler_, error, value);
+    } else {
+      auto executor = work_.get_executor();
+      boost::asio::post(executor, [handler = std::move(handler_), error, value]() mutable {
+        invoke(handler, error, value);
+      });
+      work_.reset();
+    }
+  }
+
+ private:
+  static void invoke(Handler& handler, std::exception_ptr error, bool value) {
+    if constexpr (WithValue) {
+      std::move(handler)(std::move(error), value);
+    } else {
+      (void)value;
+      std::move(handler)(std::move(error));
+    }
+  }
+
+  Handler handler_;
+  boost::asio::executor_work_guard<Executor> work_;
+};
+
+template <bool WithValue, class Handler>
+std::unique_ptr<AsyncCompletion> wrap_handler(Handler&& handler) {
+  return std::make_unique<HandlerCompletion<std::decay_t<Handler>, WithValue>>(std::forward<Handler>(handler));
+}
+
+template <bool WithValue>
+struct LockInitiation {
+  template <class Handler>
+  void operator()(Handler&& handler, const Lock* lock, std::optional<Millis> lease,
+                  std::optional<Millis> wait) const {
+#if BOOST_VERSION >= 107700
+    // Read before the handler moves into its wrapper.
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+#endif
+    const AsyncOperationId id = start_async_lock(*lock, lease, wait, wrap_handler<WithValue>(std::move(handler)));
+#if BOOST_VERSION >= 107700
+    if (slot.is_connected() && id.id != 0) {
+      slot.assign([id](boost::asio::cancellation_type type) {
+        if (type != boost::asio::cancellation_type::none) cancel_async_operation(id);
+      });
+    }
+#else
+    (void)id;
+#endif
+  }
+};
+
+struct UnlockInitiation {
+  template <class Handler>
+  void operator()(Handler&& handler, const Lock* lock) const {
+    start_async_unlock(*lock, wrap_handler<false>(std::move(handler)));
+  }
+};
+
+}  // namespace asio_impl
+
+// Acquires `lock` in watchdog mode, waiting as long as it takes (like
+// Lock::lock()). Handler: void(std::exception_ptr).
+template <class Token>
+auto async_lock(const Lock& lock, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
+      asio_impl::LockInitiation<false>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>());
+}
+
+// Acquires `lock` with a fixed `lease` (no watchdog), waiting as long as it
+// takes (like Lock::lock(lease)). A bad lease is std::invalid_argument
+// through the handler. Handler: void(std::exception_ptr).
+template <class Token>
+auto async_lock(const Lock& lock, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
+      asio_impl::LockInitiation<false>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>());
+}
+
+// Releases one hold (like Lock::unlock()): NotHeldError through the handler
+// if the owner holds nothing; a hold found lost is logged and reported to
+// on_lock_lost, and database failures are logged, not delivered (the lease
+// will expire). Handler: void(std::exception_ptr).
+template <class Token>
+auto async_unlock(const Lock& lock, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(asio_impl::UnlockInitiation{}, token, &lock);
+}
+
+// Waits up to `wait` for `lock` in watchdog mode (like Lock::try_lock_for):
+// never false before `wait` has passed; a wait <= 0 is one attempt; a wait of
+// about a century or more waits forever. Handler:
+// void(std::exception_ptr, bool acquired).
+template <class Token>
+auto async_try_lock(const Lock& lock, Millis wait, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
+      asio_impl::LockInitiation<true>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>(wait));
+}
+
+// As above, then holds with a fixed `lease`. Handler:
+// void(std::exception_ptr, bool acquired).
+template <class Token>
+auto async_try_lock(const Lock& lock, Millis wait, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
+      asio_impl::LockInitiation<true>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>(wait));
+}
+
+}  // namespace dlock

@@ -1,0 +1,81 @@
+// The compiled entry points behind <dlock/asio.hpp>: the header's templates
+// wrap the caller's handler in an AsyncCompletion and call these. The
+// calling thread's owner is resolved here, in the initiating call; errors,
+// bad input included, go to the completion, from a worker thread.
+#include "core/async_acquire.hpp"
+#include "core/client.hpp"
+#include "core/thread_identity.hpp"
+#include "dlock/asio.hpp"
+
+namespace dlock::details {
+
+struct AsyncAccess {
+  static DatabaseDistributedLock* handle_client(const Lock& lock) { return lock.client_; }
+  static Client& client(DatabaseDistributedLock* lock) { return *lock->client_; }
+  static const std::string& name(const Lock& lock) { return lock.name_; }
+  static std::uint64_t owner(const Lock& lock) {
+    return lock.owner_ != 0 ? lock.owner_ : current_thread_id();
+  }
+};
+
+}  // namespace dlock::details
+
+namespace dlock::asio_impl {
+
+using details::AsyncAccess;
+using details::AcquireRequest;
+using details::AsyncAcquire;
+using details::Client;
+
+namespace {
+
+// Delivers `error` from a worker thread (never inside the initiating call).
+void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error) {
+  std::shared_ptr<AsyncCompletion> shared(std::move(completion));
+  if (!client.async().post([shared, error] { shared->complete(error, false); })) {
+    shared->complete(std::make_exception_ptr(Cancelled("dlock: the client is being destroyed")), false);
+  }
+}
+
+}  // namespace
+
+AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
+                                  std::unique_ptr<AsyncCompletion> completion) {
+  DatabaseDistributedLock* handle = AsyncAccess::handle_client(lock);
+  Client& client = AsyncAccess::client(handle);
+  AcquireRequest request;
+  try {
+    request = client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait);
+  } catch (...) {
+    fail_later(client, std::move(completion), std::current_exception());
+    return {};
+  }
+  return {handle, AsyncAcquire::start(client, std::move(request), std::move(completion))};
+}
+
+void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
+  Client& client = AsyncAccess::client(AsyncAccess::handle_client(lock));
+  std::shared_ptr<AsyncCompletion> shared(std::move(completion));
+  auto job = [&client, name = AsyncAccess::name(lock), owner = AsyncAccess::owner(lock), shared] {
+    try {
+      client.release(name, owner);
+      shared->complete(nullptr, false);
+    } catch (...) {
+      shared->complete(std::current_exception(), false);
+    }
+  };
+  if (!client.async().post(std::move(job))) {
+    shared->complete(std::make_exception_ptr(Cancelled("dlock: the client is being destroyed")), false);
+  }
+}
+
+void cancel_async_operation(AsyncOperationId operation) noexcept {
+  if (operation.client == nullptr || operation.id == 0) return;
+  try {
+    AsyncAccess::client(operation.client).async().cancel_one(operation.id);
+  } catch (...) {
+    // cancel_one allocates; on failure the wait simply goes on.
+  }
+}
+
+}  // namespace dlock::asio_impl
