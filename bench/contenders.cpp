@@ -1,5 +1,9 @@
 #include "contenders.hpp"
 
+#include <dlock/asio.hpp>
+
+#include <boost/asio/use_future.hpp>
+
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
@@ -49,13 +53,32 @@ class DlockSession : public Session {
   bool lease_;
 };
 
+// The asynchronous API used the way a caller that needs the result waits
+// for it: async_lock / async_unlock with use_future, for an owner of its
+// own (one per session). Measures what the asynchronous path adds (a hop to
+// a worker thread and back) over the synchronous call.
+class DlockAsyncSession : public Session {
+ public:
+  explicit DlockAsyncSession(DatabaseDistributedLock& client) : client_(client), owner_(Owner::create()) {}
+  void lock(const std::string& name) override {
+    async_lock(client_.get_lock(name, owner_), boost::asio::use_future).get();
+  }
+  void unlock(const std::string& name) override {
+    async_unlock(client_.get_lock(name, owner_), boost::asio::use_future).get();
+  }
+
+ private:
+  DatabaseDistributedLock& client_;
+  const Owner owner_;
+};
+
 class DlockContender : public Contender {
  public:
   // `name` is the contender's report name; `tune` adjusts the options (the
   // wake-design variants).
   DlockContender(const std::string& url, bool lease, std::string name,
-                 const std::function<void(Options&)>& tune = nullptr)
-      : lease_(lease), name_(std::move(name)) {
+                 const std::function<void(Options&)>& tune = nullptr, bool async = false)
+      : lease_(lease), async_(async), name_(std::move(name)) {
     Options o = Options::from_url(url);
     o.table = "bench_dlock";
     o.pool_size = 32;
@@ -63,11 +86,15 @@ class DlockContender : public Contender {
     client_ = std::make_unique<DatabaseDistributedLock>(o);
   }
   std::string name() const override { return name_; }
-  std::unique_ptr<Session> session() override { return std::make_unique<DlockSession>(*client_, lease_); }
+  std::unique_ptr<Session> session() override {
+    if (async_) return std::make_unique<DlockAsyncSession>(*client_);
+    return std::make_unique<DlockSession>(*client_, lease_);
+  }
   DatabaseDistributedLock& client() { return *client_; }
 
  private:
   bool lease_;
+  bool async_;
   std::string name_;
   std::unique_ptr<DatabaseDistributedLock> client_;
 };
@@ -354,12 +381,13 @@ class GetLockContender : public Contender {
 }  // namespace
 
 std::vector<std::string> contender_names() {
-  return {"dlock-watchdog", "dlock-lease", "dlock-no-wakeup", "floor", "seed", "get_lock"};
+  return {"dlock-watchdog", "dlock-lease", "dlock-async", "dlock-no-wakeup", "floor", "seed", "get_lock"};
 }
 
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url) {
   if (name == "dlock-watchdog") return std::make_unique<DlockContender>(url, false, name);
   if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true, name);
+  if (name == "dlock-async") return std::make_unique<DlockContender>(url, false, name, nullptr, true);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
   // what the doorbell costs when nobody waits.
   if (name == "dlock-no-wakeup")

@@ -2,6 +2,8 @@
 //
 //   dlock-watchdog  DatabaseDistributedLock::lock(name) / unlock(name)
 //   dlock-lease     the same with a fixed 30 s lease
+//   dlock-async     async_lock / async_unlock (<dlock/asio.hpp>) waited on
+//                   with use_future, an owner per session
 //   floor           the least SQL a durable lease lock can issue: one
 //                   conditional UPDATE to take a pre-created row, one to free it
 //   seed            a minimal, faithful re-implementation of the seed design

@@ -12,8 +12,13 @@
 // Child modes (the benchmark runs itself as a second process):
 //   dlock_bench --child-waiter URL CONTENDER NAME
 //   dlock_bench --child-throughput URL CONTENDER THREADS SECONDS PREFIX
+#include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
+#include <dirent.h>
+#include <malloc.h>
 #include <unistd.h>
+
+#include <boost/asio/use_future.hpp>
 
 #include <cppconn/resultset.h>
 #include <cppconn/prepared_statement.h>
@@ -24,6 +29,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <map>
@@ -35,6 +41,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "core/client_access.hpp"
 #include "sql/connection.hpp"
 #include "contenders.hpp"
 
@@ -104,6 +111,12 @@ class ServerStats {
 
 std::string url_with(const std::string& url, const std::string& params) {
   return url + (url.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+// Bytes allocated by malloc in every arena.
+std::size_t heap_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
 }
 
 std::size_t resident_bytes() {
@@ -253,6 +266,11 @@ struct Bench {
     }
     report.goal({"seed design: 3 or more statements per cycle", fmt(statements["seed"], 2),
                  statements["seed"] >= 3.0, true});
+    const double async_ratio = summarize(samples["dlock-async"]).median / summarize(samples["dlock-watchdog"]).median;
+    report.goal({"uncontended cycle, dlock-async: exactly 2 statements", fmt(statements["dlock-async"], 2),
+                 statements["dlock-async"] == 2.0, true});
+    report.goal({"uncontended latency, dlock-async: <= 1.15 x dlock-watchdog (synchronous)", fmt(async_ratio, 2) + " x",
+                 async_ratio <= 1.15, false});
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"doorbell cost, uncontended: dlock-watchdog <= 1.06 x dlock-no-wakeup", fmt(doorbell_cost, 2) + " x",
                  doorbell_cost <= 1.06, false});
@@ -499,6 +517,18 @@ struct Bench {
                                                                                   "handoff-op"));
       report.goal({"cross-process handoff median <= 2 ms", fmt(p.median) + " ms", p.median <= 2.0, false});
       report.goal({"cross-process handoff p99 <= 20 ms", fmt(p.p99) + " ms", p.p99 <= 20.0, false});
+      // The asynchronous waiter (a parked continuation, not a blocked
+      // thread), same cases, same run.
+      auto& a = *contenders["dlock-async"];
+      auto ah = a.session();
+      auto aw = a.session();
+      const auto as = add("dlock-async", "same client", handoff_in_process(*ah, *aw, local, false, "handoff-async"));
+      const auto ap = add("dlock-async", "other process",
+                          handoff_cross_process("dlock-async", remote, false, "handoff-async-op"));
+      report.goal({"async handoff, same client: median <= 1.2 x synchronous", fmt(as.median / s.median, 2) + " x",
+                   as.median <= 1.2 * s.median, false});
+      report.goal({"async handoff, other process: median <= 1.2 x synchronous", fmt(ap.median / p.median, 2) + " x",
+                   ap.median <= 1.2 * p.median, false});
       seed_result = seed_process.get();
     }
     {
@@ -666,6 +696,77 @@ struct Bench {
     for (int i = 0; i < holds; ++i) client.unlock("mem-" + std::to_string(i));
   }
 
+  // 7. Pending asynchronous waits: what one costs while it waits.
+  void async_waits() {
+    const int waits = quick ? 2'000 : 10'000;
+    Options o = Options::from_url(url_with(url, "table=bench_async"));
+    DatabaseDistributedLock holder(o);
+    holder.lock("pending");
+    auto client = std::make_unique<DatabaseDistributedLock>(o);
+    // Warm-up: the first asynchronous call starts the workers, the first
+    // wait on a holder elsewhere a doorbell connection (the fixed set).
+    async_try_lock(client->get_lock("pending", Owner::create()), 100ms, boost::asio::use_future).get();
+    auto& core = details::ClientAccess::of(*client);
+    const std::size_t threads_before = thread_count();
+    const std::size_t rss_before = resident_bytes();
+    const std::size_t heap_before = heap_bytes();
+    std::atomic<int> cancelled{0};
+    const auto t0 = Clock::now();
+    for (int i = 0; i < waits; ++i) {
+      async_lock(client->get_lock("pending", Owner::create()), [&](std::exception_ptr e) {
+        if (e) ++cancelled;
+      });
+    }
+    const bool parked = test_wait([&] { return core.waiters().parked() == static_cast<std::size_t>(waits); }, 120s);
+    const double start_ms = ms(Clock::now() - t0);
+    const std::size_t threads_after = thread_count();
+    const std::size_t rss_after = resident_bytes();
+    const std::size_t heap_after = heap_bytes();
+    const auto c0 = Clock::now();
+    client.reset();  // cancels every pending wait
+    const double cancel_ms = ms(Clock::now() - c0);
+    holder.unlock("pending");
+    const double per_wait = static_cast<double>(rss_after > rss_before ? rss_after - rss_before : 0) / waits;
+    const double heap_per_wait = static_cast<double>(heap_after > heap_before ? heap_after - heap_before : 0) / waits;
+    const long added = static_cast<long>(threads_after) - static_cast<long>(threads_before);
+    report.section("7. Pending asynchronous waits",
+                   "async_lock waits parked on one held name in one client: threads and memory added (resident set; "
+                   "bytes allocated, from mallinfo2), measured once all are parked; then the client is destroyed, "
+                   "which cancels them all.");
+    report.table({"pending waits", "all parked", "threads added", "resident bytes per wait",
+                  "heap bytes per wait", "initiate + park ms", "cancel all ms", "cancelled"},
+                 {{std::to_string(waits), parked ? "yes" : "NO", std::to_string(added), fmt(per_wait, 0),
+                   fmt(heap_per_wait, 0), fmt(start_ms, 0), fmt(cancel_ms, 0), std::to_string(cancelled.load())}});
+    report.json("async_waits", "{\"waits\": " + std::to_string(waits) + ", \"threads_added\": " +
+                                   std::to_string(added) + ", \"bytes_per_wait\": " + fmt(per_wait, 0) + "}");
+    report.goal({std::to_string(waits) + " pending async waits: no thread added", std::to_string(added),
+                 parked && added <= 0, true});
+    report.goal({std::to_string(waits) + " pending async waits: < 1 KiB each", fmt(per_wait, 0) + " B",
+                 parked && per_wait < 1024, false});
+    report.goal({"destroying the client cancels every pending wait", std::to_string(cancelled.load()),
+                 cancelled.load() == waits, true});
+  }
+
+  static bool test_wait(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!condition()) {
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+
+  static std::size_t thread_count() {
+    std::size_t n = 0;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+      while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] != '.') ++n;
+      }
+      ::closedir(d);
+    }
+    return n;
+  }
+
   std::string out_dir;
 };
 
@@ -739,7 +840,7 @@ int main(int argc, char** argv) {
         only = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]\n"
-                     "scenarios: uncontended, reentrant, throughput, handoff, wakeup, background, memory\n";
+                     "scenarios: uncontended, reentrant, throughput, handoff, wakeup, background, memory, async\n";
         return 2;
       }
     }
@@ -767,6 +868,7 @@ int main(int argc, char** argv) {
     if (selected("wakeup")) bench.wake_designs();
     if (selected("background")) bench.background();
     if (selected("memory")) bench.memory();
+    if (selected("async")) bench.async_waits();
 
     bool exact_missed = false;
     std::vector<std::vector<std::string>> rows;

@@ -1,6 +1,5 @@
 #include "core/async_acquire.hpp"
 
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 
 #include "core/client.hpp"
@@ -8,8 +7,7 @@
 namespace dlock::details {
 
 namespace {
-std::exception_ptr cancelled_error(const AcquireRequest& request) {
-  (void)request;
+std::exception_ptr cancelled_error() {
   return std::make_exception_ptr(Cancelled("dlock: the wait was cancelled before the lock was acquired"));
 }
 }  // namespace
@@ -21,32 +19,32 @@ std::uint64_t AsyncAcquire::start(Client& client, AcquireRequest request,
   if (!id) {
     // The client is being destroyed (the caller broke "the client must
     // outlive the operation"): nothing can run any more.
-    completion->complete(cancelled_error(request), false);
+    completion->complete(cancelled_error(), false);
     return 0;
   }
   const bool cancellable = !request.single_attempt;
   const std::uint64_t owner = request.owner;
-  auto op = std::make_shared<AsyncAcquire>(client, std::move(request), std::move(completion), operations.executor());
+  auto op = std::make_shared<AsyncAcquire>(client, std::move(request), std::move(completion));
   op->id_ = *id;
   if (cancellable) operations.attach(*id, owner, op);
-  boost::asio::post(op->strand_, [op] { op->step(); });
+  op->post_step();
   return cancellable ? *id : 0;
 }
 
-AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request, std::unique_ptr<asio_impl::AsyncCompletion> completion,
-                           AsyncOperations::Executor executor)
-    : client_(client),
-      request_(std::move(request)),
-      completion_(std::move(completion)),
-      strand_(boost::asio::make_strand(executor)),
-      timer_(strand_) {}
-
-void AsyncAcquire::step() {
-  if (finished_) return;
-  if (cancelled_) return finish(cancelled_error(request_), false);
+AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request,
+                           std::unique_ptr<asio_impl::AsyncCompletion> completion)
+    : client_(client), request_(std::move(request)), completion_(std::move(completion)) {
   // Subscribed before the first attempt, as the synchronous driver is: a
   // release between a refused attempt and the park is kept as a permit.
-  if (!subscription_ && !request_.single_attempt) subscription_.emplace(client_.waiters(), request_.name);
+  if (!request_.single_attempt) subscription_.emplace(client_.waiters(), request_.name);
+}
+
+void AsyncAcquire::post_step() {
+  boost::asio::post(client_.async().executor(), [self = shared_from_this()] { self->step(); });
+}
+
+void AsyncAcquire::step() {
+  if (cancelled_) return finish(cancelled_error(), false);
   AcquireStep next;
   try {
     next = client_.attempt_step(request_);
@@ -64,49 +62,47 @@ void AsyncAcquire::step() {
 }
 
 void AsyncAcquire::park(std::chrono::microseconds wait) {
-  if (cancelled_) return finish(cancelled_error(request_), false);
+  if (cancelled_) return finish(cancelled_error(), false);
+  const std::uint64_t park = ++parks_;
+  const auto deadline = DeadlineQueue::Clock::now() + wait;
   if (!subscription_->park(shared_from_this())) {
     // A wake was already waiting for us: try again now.
-    boost::asio::post(strand_, [self = shared_from_this()] { self->step(); });
-    return;
+    return post_step();
   }
-  const std::uint64_t park = ++parks_;
-  timer_.expires_after(wait);
-  timer_.async_wait([self = shared_from_this(), park](const boost::system::error_code&) { self->on_timer(park); });
-}
-
-void AsyncAcquire::on_timer(std::uint64_t park) {
-  // A stale timer (an earlier park's, cancelled by its wake) or one that
-  // lost the race to a wake: the wake resumes us, not the timer.
-  if (finished_ || park != parks_) return;
-  if (subscription_->unpark(*this)) resume();
-}
-
-void AsyncAcquire::resume() {
-  timer_.cancel();
-  step();
+  // From here a wake may already have resumed us on another worker; only
+  // the queue entry (checked against `park`) is added.
+  client_.async().deadlines().add(shared_from_this(), park, deadline);
+  // A cancel() that came before the park found nothing parked: look again.
+  if (cancelled_ && subscription_->unpark(*this)) {
+    client_.async().deadlines().remove(shared_from_this(), park);
+    post_step();
+  }
 }
 
 void AsyncAcquire::wake() {
-  boost::asio::post(strand_, [self = shared_from_this()] {
-    if (!self->finished_) self->resume();
-  });
+  client_.async().deadlines().remove(shared_from_this(), parks_);
+  post_step();
+}
+
+void AsyncAcquire::expired(std::uint64_t park) {
+  if (park == parks_ && subscription_->unpark(*this)) post_step();
 }
 
 void AsyncAcquire::cancel() {
   cancelled_ = true;
-  // Parked: resume it, and its step ends it. Running: its step sees the
-  // flag before it would park again.
-  boost::asio::post(strand_, [self = shared_from_this()] {
-    if (!self->finished_ && self->subscription_ && self->subscription_->unpark(*self)) self->resume();
+  // Parked: take it out and let its next step end it. Running: that step
+  // sees the flag before it would park again.
+  boost::asio::post(client_.async().executor(), [self = shared_from_this()] {
+    if (self->subscription_ && self->subscription_->unpark(*self)) {
+      self->client_.async().deadlines().remove(self, self->parks_);
+      self->step();
+    }
   });
 }
 
 void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
-  finished_ = true;
-  timer_.cancel();
   if (subscription_) {
-    subscription_.reset();
+    subscription_->unsubscribe();
     client_.waiting_ended(request_.name);
   }
   // Completed before end(): once end() has let the client's destructor go

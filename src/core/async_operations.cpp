@@ -8,10 +8,22 @@ AsyncOperations::AsyncOperations(std::size_t threads) : threads_(threads == 0 ? 
 
 AsyncOperations::~AsyncOperations() { shutdown(); }
 
+void AsyncOperations::start_workers() {
+  std::call_once(started_, [this] {
+    workers_ = std::make_unique<boost::asio::thread_pool>(threads_);
+    executor_.emplace(workers_->get_executor());
+    deadlines_ = std::make_unique<DeadlineQueue>(*executor_);
+  });
+}
+
 AsyncOperations::Executor AsyncOperations::executor() {
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (!workers_) workers_ = std::make_unique<boost::asio::thread_pool>(threads_);
-  return workers_->get_executor();
+  start_workers();
+  return *executor_;
+}
+
+DeadlineQueue& AsyncOperations::deadlines() {
+  start_workers();
+  return *deadlines_;
 }
 
 std::optional<std::uint64_t> AsyncOperations::begin() {
@@ -57,17 +69,20 @@ void AsyncOperations::cancel_one(std::uint64_t id) {
 void AsyncOperations::shutdown() {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (closing_ && !workers_) return;
+    if (closing_) return;
     closing_ = true;
   }
   cancel_where([](std::uint64_t, const Pending&, std::uint64_t) { return true; }, 0);
-  std::unique_ptr<boost::asio::thread_pool> workers;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     idle_.wait(lock, [&] { return running_ == 0; });
-    workers.swap(workers_);
   }
-  if (workers) workers->join();
+  // Every operation has ended: nothing can start the workers any more.
+  if (!workers_) return;
+  deadlines_->stop();  // its timer is the last work that could keep the pool busy
+  workers_->join();
+  deadlines_.reset();
+  workers_.reset();
 }
 
 std::size_t AsyncOperations::running() const {

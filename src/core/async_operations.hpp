@@ -21,11 +21,14 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+
+#include "core/deadline_queue.hpp"
 
 namespace dlock::details {
 
@@ -46,8 +49,10 @@ class AsyncOperations {
   AsyncOperations(const AsyncOperations&) = delete;
   AsyncOperations& operator=(const AsyncOperations&) = delete;
 
-  // The workers' executor; starts them on first use.
+  // The workers' executor; starts them on first use. Not after shutdown().
   Executor executor();
+  // The deadlines of parked waits (started with the workers).
+  DeadlineQueue& deadlines();
 
   // Counts an operation as running until end(id): nullopt once shutting
   // down (the caller completes it with Cancelled instead, and must not use
@@ -96,7 +101,12 @@ class AsyncOperations {
   std::size_t running_ = 0;
   std::uint64_t next_id_ = 1;
   std::unordered_map<std::uint64_t, Pending> pending_;  // cancellable ones, by id
-  std::unique_ptr<boost::asio::thread_pool> workers_;     // guarded by mutex_ until joined
+  void start_workers();
+
+  std::once_flag started_;
+  std::unique_ptr<boost::asio::thread_pool> workers_;  // set once (started_); reset by shutdown
+  std::unique_ptr<DeadlineQueue> deadlines_;           // likewise
+  std::optional<Executor> executor_;                   // likewise
 };
 
 }  // namespace dlock::details

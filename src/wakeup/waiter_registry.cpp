@@ -12,7 +12,11 @@ WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, std::string
   ++entry_->subscribers;
 }
 
-WaiterRegistry::Subscription::~Subscription() {
+WaiterRegistry::Subscription::~Subscription() { unsubscribe(); }
+
+void WaiterRegistry::Subscription::unsubscribe() {
+  if (!subscribed_) return;
+  subscribed_ = false;
   std::lock_guard<std::mutex> guard(registry_.mutex_);
   bool last = false;
   {
@@ -109,6 +113,16 @@ std::vector<std::string> WaiterRegistry::names() const {
 bool WaiterRegistry::has(const std::string& name) const {
   std::lock_guard<std::mutex> guard(mutex_);
   return entries_.count(name) != 0;
+}
+
+std::size_t WaiterRegistry::parked() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::size_t n = 0;
+  for (const auto& [name, entry] : entries_) {
+    std::lock_guard<std::mutex> entry_guard(entry->mutex);
+    n += entry->parked.size();
+  }
+  return n;
 }
 
 bool WaiterRegistry::empty() const {

@@ -66,11 +66,16 @@ class WaiterRegistry {
     // caller resumes it, e.g. on its timeout); false if a wake took it out
     // first (its wake() has been or is being called).
     [[nodiscard]] bool unpark(Parked& waiter);
+    // Ends the subscription now rather than at destruction (idempotent; the
+    // owner must not be parked). A continuation's operation ends before the
+    // last reference to it goes.
+    void unsubscribe();
 
    private:
     WaiterRegistry& registry_;
     std::string name_;
     std::shared_ptr<Entry> entry_;
+    bool subscribed_ = true;
   };
 
   // Wakes one waiter of `name`, if any.
@@ -80,6 +85,8 @@ class WaiterRegistry {
   // Names with at least one subscriber (for the poller).
   std::vector<std::string> names() const;
   bool empty() const;
+  // Continuations parked now, over every name (tests, benchmarks).
+  std::size_t parked() const;
   // True while `name` has a subscriber.
   bool has(const std::string& name) const;
 
