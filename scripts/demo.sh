@@ -132,3 +132,6 @@ else
   say "FAILED: the C++ log shows overlapping turns" >&2
   exit 1
 fi
+
+say "Act 3, asynchronous: 300 coroutines on one io_context thread, 5 names, co_await dlock::async_lock"
+"$build_dir/examples/async_demo" "$DLOCK_URL" 300 5 3

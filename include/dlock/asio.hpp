@@ -64,7 +64,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/version.hpp>
 #if BOOST_VERSION >= 107700
@@ -117,18 +117,32 @@ DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
 template <class Handler, bool WithValue>
 class HandlerCompletion final : public AsyncCompletion {
   using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
+  static constexpr bool kNoExecutor = std::is_same_v<Executor, boost::asio::system_executor>;
+  // No work guard without an executor: tracking work on the system executor
+  // would start Asio's system thread pool for nothing.
+  struct NoWork {};
+  using Work = std::conditional_t<kNoExecutor, NoWork, boost::asio::executor_work_guard<Executor>>;
+
+  static Work make_work(const Handler& handler) {
+    if constexpr (kNoExecutor) {
+      return NoWork{};
+    } else {
+      return Work(boost::asio::get_associated_executor(handler));
+    }
+  }
 
  public:
-  explicit HandlerCompletion(Handler&& handler)
-      : handler_(std::move(handler)),
-        work_(boost::asio::get_associated_executor(handler_, boost::asio::system_executor())) {}
+  explicit HandlerCompletion(Handler&& handler) : handler_(std::move(handler)), work_(make_work(handler_)) {}
 
   void complete(std::exception_ptr error, bool value) noexcept override {
-    if constexpr (std::is_same_v<Executor, boost::asio::system_executor>) {
+    if constexpr (kNoExecutor) {
       invoke(handler_, error, value);
     } else {
+      // dispatch, as Asio's own operations complete: the handler runs
+      // through its executor (queued there unless this library thread is
+      // already inside it, which it never is for an io_context or strand).
       auto executor = work_.get_executor();
-      boost::asio::post(executor, [handler = std::move(handler_), error, value]() mutable {
+      boost::asio::dispatch(executor, [handler = std::move(handler_), error, value]() mutable {
         invoke(handler, error, value);
       });
       work_.reset();
@@ -146,7 +160,7 @@ class HandlerCompletion final : public AsyncCompletion {
   }
 
   Handler handler_;
-  boost::asio::executor_work_guard<Executor> work_;
+  Work work_;
 };
 
 template <bool WithValue, class Handler>
