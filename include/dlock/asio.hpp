@@ -63,7 +63,9 @@
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/version.hpp>
@@ -93,8 +95,14 @@ namespace asio_impl {
 class AsyncCompletion {
  public:
   virtual ~AsyncCompletion() = default;
+  // Consumes the object: it is deleted before the handler runs (so nothing
+  // of the caller's outlives the upcall here). Call as
+  // `std::move(ptr).release()->complete(...)`-style: ownership ends here.
   // `value`: acquired (async_try_lock); ignored by the other operations.
   virtual void complete(std::exception_ptr error, bool value) noexcept = 0;
+  static void finish(std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error, bool value) noexcept {
+    completion.release()->complete(std::move(error), value);
+  }
 };
 
 // Identifies a started operation for per-operation cancellation.
@@ -112,40 +120,49 @@ DLOCK_API void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncComplet
 // Ends the operation's wait with Cancelled if it is still pending.
 DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
 
-// Wraps a completion handler: keeps its executor busy while pending and
-// invokes it there (or on the library thread if it has no executor).
+// Wraps a completion handler: counts outstanding work on its executor
+// while pending and invokes it there, as Asio's own operations do (dispatch
+// through the executor, with the work tracked by the executor copy that
+// dispatches, released last); a handler without an executor runs on the
+// library thread.
 template <class Handler, bool WithValue>
 class HandlerCompletion final : public AsyncCompletion {
   using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
-  static constexpr bool kNoExecutor = std::is_same_v<Executor, boost::asio::system_executor>;
-  // No work guard without an executor: tracking work on the system executor
+  // No work to track without an executor: doing so on the system executor
   // would start Asio's system thread pool for nothing.
+  static constexpr bool kNoExecutor = std::is_same_v<Executor, boost::asio::system_executor>;
+  static constexpr bool kStandardExecutor = boost::asio::execution::is_executor<Executor>::value;
   struct NoWork {};
-  using Work = std::conditional_t<kNoExecutor, NoWork, boost::asio::executor_work_guard<Executor>>;
 
-  static Work make_work(const Handler& handler) {
+  static auto make_work(const Handler& handler) {
     if constexpr (kNoExecutor) {
       return NoWork{};
+    } else if constexpr (kStandardExecutor) {
+      return boost::asio::prefer(boost::asio::get_associated_executor(handler),
+                                 boost::asio::execution::outstanding_work.tracked);
     } else {
-      return Work(boost::asio::get_associated_executor(handler));
+      return boost::asio::executor_work_guard<Executor>(boost::asio::get_associated_executor(handler));
     }
   }
+  using Work = decltype(make_work(std::declval<const Handler&>()));
 
  public:
   explicit HandlerCompletion(Handler&& handler) : handler_(std::move(handler)), work_(make_work(handler_)) {}
 
   void complete(std::exception_ptr error, bool value) noexcept override {
+    Handler handler(std::move(handler_));
+    Work work(std::move(work_));
+    delete this;
+    auto call = [handler = std::move(handler), error = std::move(error), value]() mutable {
+      invoke(handler, std::move(error), value);
+    };
     if constexpr (kNoExecutor) {
-      invoke(handler_, error, value);
+      call();
+    } else if constexpr (kStandardExecutor) {
+      boost::asio::dispatch(work, std::move(call));
     } else {
-      // dispatch, as Asio's own operations complete: the handler runs
-      // through its executor (queued there unless this library thread is
-      // already inside it, which it never is for an io_context or strand).
-      auto executor = work_.get_executor();
-      boost::asio::dispatch(executor, [handler = std::move(handler_), error, value]() mutable {
-        invoke(handler, error, value);
-      });
-      work_.reset();
+      boost::asio::dispatch(work.get_executor(), std::move(call));
+      work.reset();
     }
   }
 

@@ -29,12 +29,15 @@ using details::Client;
 
 namespace {
 
+std::exception_ptr shutting_down() {
+  return std::make_exception_ptr(Cancelled("dlock: the client is being destroyed"));
+}
+
 // Delivers `error` from a worker thread (never inside the initiating call).
 void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error) {
-  std::shared_ptr<AsyncCompletion> shared(std::move(completion));
-  if (!client.async().post([shared, error] { shared->complete(error, false); })) {
-    shared->complete(std::make_exception_ptr(Cancelled("dlock: the client is being destroyed")), false);
-  }
+  client.async().post([completion = std::move(completion), error](bool run) mutable {
+    AsyncCompletion::finish(std::move(completion), run ? error : shutting_down(), false);
+  });
 }
 
 }  // namespace
@@ -55,18 +58,19 @@ AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease,
 
 void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
   Client& client = AsyncAccess::client(AsyncAccess::handle_client(lock));
-  std::shared_ptr<AsyncCompletion> shared(std::move(completion));
-  auto job = [&client, name = AsyncAccess::name(lock), owner = AsyncAccess::owner(lock), shared] {
-    try {
-      client.release(name, owner);
-      shared->complete(nullptr, false);
-    } catch (...) {
-      shared->complete(std::current_exception(), false);
+  auto job = [&client, name = AsyncAccess::name(lock), owner = AsyncAccess::owner(lock),
+              completion = std::move(completion)](bool run) mutable {
+    std::exception_ptr error = run ? nullptr : shutting_down();
+    if (run) {
+      try {
+        client.release(name, owner);
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
+    AsyncCompletion::finish(std::move(completion), std::move(error), false);
   };
-  if (!client.async().post(std::move(job))) {
-    shared->complete(std::make_exception_ptr(Cancelled("dlock: the client is being destroyed")), false);
-  }
+  client.async().post(std::move(job));
 }
 
 void cancel_async_operation(AsyncOperationId operation) noexcept {

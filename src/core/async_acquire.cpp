@@ -19,7 +19,7 @@ std::uint64_t AsyncAcquire::start(Client& client, AcquireRequest request,
   if (!id) {
     // The client is being destroyed (the caller broke "the client must
     // outlive the operation"): nothing can run any more.
-    completion->complete(cancelled_error(), false);
+    asio_impl::AsyncCompletion::finish(std::move(completion), cancelled_error(), false);
     return 0;
   }
   const bool cancellable = !request.single_attempt;
@@ -107,9 +107,7 @@ void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
   }
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.
-  std::unique_ptr<asio_impl::AsyncCompletion> completion = std::move(completion_);
-  completion->complete(std::move(error), acquired);
-  completion.reset();
+  asio_impl::AsyncCompletion::finish(std::move(completion_), std::move(error), acquired);
   client_.async().end(id_);
 }
 

@@ -63,17 +63,20 @@ class AsyncOperations {
   void attach(std::uint64_t id, std::uint64_t owner, std::weak_ptr<Cancellable> cancellable);
   void end(std::uint64_t id);
 
-  // Runs `job()` on a worker as one operation (an unlock, a failure to
-  // deliver). False, and `job` is not run, once shutting down.
+  // Runs `job(true)` on a worker as one operation (an unlock, a failure to
+  // deliver). Once shutting down, runs `job(false)` here instead (the job
+  // then completes its caller with Cancelled).
   template <class Job>
-  [[nodiscard]] bool post(Job&& job) {
+  void post(Job&& job) {
     const auto id = begin();
-    if (!id) return false;
+    if (!id) {
+      job(false);
+      return;
+    }
     boost::asio::post(executor(), [this, id = *id, job = std::forward<Job>(job)]() mutable {
-      job();
+      job(true);
       end(id);
     });
-    return true;
   }
 
   // Cancels the pending operations of `owner` / the one with `id`.
