@@ -2,8 +2,8 @@
 //
 //   dlock_torture --url URL --db-script scripts/db.sh --out DIR [--dlock PATH]
 //                 [--quick] [--faults LIST] [--duration SECONDS]
-//                 [--workers K] [--threads T] [--names N]
-//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US
+//                 [--workers K] [--async-workers A] [--threads T] [--names N]
+//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -54,6 +54,7 @@ struct Config {
   std::string url, db_script, out, self, dlock;
   std::set<std::string> faults;
   int workers = 4, threads = 2, names = 3;
+  int async_workers = 1;  // of `workers`, how many run the asynchronous (coroutine) workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -220,7 +221,8 @@ class Run {
                                             history_path(s.index),
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
-                                            std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_)});
+                                            std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
+                                            s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0"});
   }
 
   // Restarts workers the nemesis killed; anything else that ends early is
@@ -439,6 +441,8 @@ class Run {
           ++r.acquisitions;
         } else if (word == "begin") {
           outcome.emplace(a, "begin");
+        } else if (word == "crash") {
+          r.violations.push_back("an asynchronous worker's coroutine ended with an exception: " + line);
         } else if (word == "orphan") {
           r.violations.push_back("a command run by dlock outlived its dlock process (" + a + ")");
         } else {
@@ -579,7 +583,8 @@ void print_summary(const RunResult& r, const std::string& title) {
 
 int orchestrate(Config cfg) {
   std::filesystem::create_directories(cfg.out);
-  std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads, " << cfg.names
+  std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads (" << cfg.async_workers
+            << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads), " << cfg.names
             << " lock names, " << cfg.duration_s << " s, faults:";
   for (const auto& f : cfg.faults) std::cout << " " << f;
   std::cout << std::endl;
@@ -608,7 +613,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 12 && args[0] == "--worker") {
+    if (args.size() == 13 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -621,6 +626,7 @@ int main(int argc, char** argv) {
       w.pool_size = std::stoi(args[9]);
       w.fenced = args[10] == "1";
       w.until_us = std::stoll(args[11]);
+      w.async = args[12] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -654,6 +660,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--quick") cfg.quick = true;
       else if (args[i] == "--duration") { cfg.duration_s = std::stoi(value()); duration_given = true; }
       else if (args[i] == "--workers") cfg.workers = std::stoi(value());
+      else if (args[i] == "--async-workers") cfg.async_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -676,6 +683,8 @@ int main(int argc, char** argv) {
     if (cfg.quick) cfg.fault_every_s = 9;
     if (cfg.workers < 1 || cfg.threads < 1 || cfg.names < 1 || cfg.duration_s < 15)
       throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");
+    if (cfg.async_workers < 0 || cfg.async_workers > cfg.workers)
+      throw std::invalid_argument("--async-workers must be 0 to --workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

@@ -33,6 +33,11 @@ struct WorkerArgs {
   int pool_size = 4;
   bool fenced = true;
   std::int64_t until_us = 0;  // wall-clock end of the run
+  // The asynchronous workload: instead of `threads` threads, 3 x `threads`
+  // coroutines on an io_context run by 2 threads, each an Owner of its own
+  // (a coroutine may resume on either thread), using async_try_lock and
+  // async_unlock.
+  bool async = false;
 };
 
 int run_worker(const WorkerArgs& args);

@@ -2,7 +2,14 @@
 // fenced read-modify-write on a resource row inside each critical section.
 #include "torture.hpp"
 
+#include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
@@ -172,6 +179,69 @@ struct Worker {
       client.unlock(name);  // never throws for database trouble
     }
   }
+
+  // One coroutine of the asynchronous workload: an owner of its own, so its
+  // holds follow it whichever io thread resumes it.
+  boost::asio::awaitable<void> run_coroutine(int index) {
+    namespace asio = boost::asio;
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    const Owner owner = Owner::create();
+    const bool lease_mode = index % 2 == 1;
+    asio::steady_timer backoff(co_await asio::this_coro::executor);
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      const std::string name = "r" + std::to_string(rng() % static_cast<unsigned>(args.names));
+      Lock lock = client.get_lock(name, owner);
+      bool acquired = false;
+      bool failed = false;
+      try {
+        acquired = lease_mode ? co_await async_try_lock(lock, std::chrono::seconds(2),
+                                                        std::chrono::milliseconds(kLeaseMs), asio::use_awaitable)
+                              : co_await async_try_lock(lock, std::chrono::seconds(2), asio::use_awaitable);
+      } catch (const BackendError&) {
+        failed = true;
+      }
+      if (failed) {
+        backoff.expires_after(std::chrono::milliseconds(50));
+        co_await backoff.async_wait(asio::use_awaitable);
+        continue;
+      }
+      if (!acquired) continue;
+      history.line("acq " + name + " " + std::to_string(now_us()));
+      std::uint64_t fence = 0;
+      try {
+        fence = lock.fencing_token();
+      } catch (const BackendError&) {
+      }
+      if (fence != 0) {
+        const std::string op = args.machine_id + ":a" + std::to_string(index) + ":" + std::to_string(++seq);
+        // Blocking SQL on the io thread: the workload's own resource, not
+        // the library's (its statements run on its workers).
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+      }
+      co_await async_unlock(lock, asio::use_awaitable);  // database trouble is logged, not thrown
+    }
+  }
+
+  void run_async() {
+    boost::asio::io_context io;
+    for (int c = 0; c < 3 * args.threads; ++c) {
+      boost::asio::co_spawn(io, run_coroutine(c), [this](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          history.line(std::string("crash coroutine ") + x.what());
+        }
+      });
+    }
+    std::thread second([&io] { io.run(); });
+    io.run();
+    second.join();
+  }
 };
 
 }  // namespace
@@ -203,9 +273,13 @@ int run_worker(const WorkerArgs& args) {
       }
     }
     Worker worker{args, History(args.history_path), clients, details::ConnectionSettings::from(options)};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < args.threads; ++t) threads.emplace_back([&worker, t] { worker.run_thread(t); });
-    for (auto& t : threads) t.join();
+    if (args.async) {
+      worker.run_async();
+    } else {
+      std::vector<std::thread> threads;
+      for (int t = 0; t < args.threads; ++t) threads.emplace_back([&worker, t] { worker.run_thread(t); });
+      for (auto& t : threads) t.join();
+    }
   }
   // The client is gone: every thread it started must be gone too.
   std::cout << "threads left " << settled_thread_count(baseline) - baseline << std::endl;
