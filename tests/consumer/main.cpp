@@ -1,5 +1,8 @@
 // Builds against the installed headers and library only.
+#include <dlock/asio.hpp>  // needs only Boost's headers besides dlock
 #include <dlock/dlock.hpp>
+
+#include <boost/asio/use_future.hpp>
 
 #include <iostream>
 #include <mutex>
@@ -14,5 +17,9 @@ int main(int argc, char** argv) {
   dlock::Lock lock = client.get_lock("consumer");
   std::lock_guard<dlock::Lock> guard(lock);
   std::cout << "locked with fence " << lock.fencing_token() << "\n";
+  const dlock::Lock async = client.get_lock("consumer-async", dlock::Owner::create());
+  dlock::async_lock(async, boost::asio::use_future).get();
+  dlock::async_unlock(async, boost::asio::use_future).get();
+  std::cout << "async lock and unlock done\n";
   return 0;
 }
