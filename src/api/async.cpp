@@ -63,6 +63,7 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
     std::exception_ptr error = run ? nullptr : shutting_down();
     if (run) {
       try {
+        const Client::WarmestConnection warmest;
         client.release(name, owner);
       } catch (...) {
         error = std::current_exception();

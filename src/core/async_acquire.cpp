@@ -47,6 +47,7 @@ void AsyncAcquire::step() {
   if (cancelled_) return finish(cancelled_error(), false);
   AcquireStep next;
   try {
+    const Client::WarmestConnection warmest;
     next = client_.attempt_step(request_);
   } catch (...) {
     return finish(std::current_exception(), false);
@@ -80,7 +81,10 @@ void AsyncAcquire::park(std::chrono::microseconds wait) {
 }
 
 void AsyncAcquire::wake() {
-  client_.async().deadlines().remove(shared_from_this(), parks_);
+  // Only the step is posted: waking a second worker just to drop the queue
+  // entry would cost the handoff a thread wake. The entry is stale now (its
+  // number no longer parked); the next park replaces it and finish() drops
+  // it.
   post_step();
 }
 
@@ -101,6 +105,9 @@ void AsyncAcquire::cancel() {
 }
 
 void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
+  // A woken park's queue entry, if any: dropped by this worker (it stays
+  // hot for a moment after this job) rather than at the wake.
+  if (parks_ != 0) client_.async().deadlines().remove(shared_from_this(), parks_);
   if (subscription_) {
     subscription_->unsubscribe();
     client_.waiting_ended(request_.name);

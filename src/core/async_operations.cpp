@@ -10,8 +10,9 @@ AsyncOperations::~AsyncOperations() { shutdown(); }
 
 void AsyncOperations::start_workers() {
   std::call_once(started_, [this] {
-    workers_ = std::make_unique<boost::asio::thread_pool>(threads_);
-    executor_.emplace(workers_->get_executor());
+    // A lock's unlock usually follows within a fraction of a millisecond.
+    workers_ = std::make_unique<WorkerThreads>(threads_, std::chrono::microseconds(300));
+    executor_.emplace(workers_->executor());
     deadlines_ = std::make_unique<DeadlineQueue>(*executor_);
   });
 }

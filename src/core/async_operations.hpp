@@ -18,7 +18,6 @@
 #pragma once
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
 #include <mutex>
@@ -29,12 +28,13 @@
 #include <unordered_map>
 
 #include "core/deadline_queue.hpp"
+#include "core/worker_threads.hpp"
 
 namespace dlock::details {
 
 class AsyncOperations {
  public:
-  using Executor = boost::asio::thread_pool::executor_type;
+  using Executor = WorkerThreads::Executor;
 
   // What a pending operation offers the registry.
   class Cancellable {
@@ -107,7 +107,7 @@ class AsyncOperations {
   void start_workers();
 
   std::once_flag started_;
-  std::unique_ptr<boost::asio::thread_pool> workers_;  // set once (started_); reset by shutdown
+  std::unique_ptr<WorkerThreads> workers_;             // set once (started_); reset by shutdown
   std::unique_ptr<DeadlineQueue> deadlines_;           // likewise
   std::optional<Executor> executor_;                   // likewise
 };

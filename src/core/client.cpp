@@ -51,14 +51,23 @@ std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
 
 }  // namespace
 
+namespace {
+thread_local bool t_thread_affinity = true;
+}  // namespace
+
+Client::WarmestConnection::WarmestConnection() : previous_(t_thread_affinity) { t_thread_affinity = false; }
+Client::WarmestConnection::~WarmestConnection() { t_thread_affinity = previous_; }
+
 template <class Fn>
 auto Client::with_connection(Fn&& fn) {
   // Each thread prefers the connection it used last. A hold's doorbell lives
   // on the session that acquired it, and the same thread usually unlocks: so
   // the unlock finds that session idle and can ring in its own statement.
+  // A worker running asynchronous steps takes the warmest idle connection
+  // instead (see WarmestConnection).
   thread_local const ConnectionPool* last_pool = nullptr;
   thread_local std::uint64_t last_session = 0;
-  PooledConnection connection = pool_.acquire(last_pool == &pool_ ? last_session : 0);
+  PooledConnection connection = pool_.acquire(t_thread_affinity && last_pool == &pool_ ? last_session : 0);
   last_pool = &pool_;
   last_session = connection->server_id();
   return fn(*connection);

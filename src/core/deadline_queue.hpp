@@ -14,7 +14,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -26,7 +26,7 @@ namespace dlock::details {
 class DeadlineQueue {
  public:
   using Clock = std::chrono::steady_clock;
-  using Executor = boost::asio::thread_pool::executor_type;
+  using Executor = boost::asio::io_context::executor_type;
 
   class Waiter {
    public:
