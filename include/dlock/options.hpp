@@ -58,7 +58,10 @@ struct DLOCK_API Options {
   // rings (fast_wakeup off, or the holder has none): the safety net.
   Millis poll_interval{1'000};
   // Pooled connections for callers' operations. Default 8; must be >= 1. The
-  // watchdog and poller use one more connection of their own.
+  // watchdog and poller use one more connection of their own. Also the
+  // number of worker threads that run asynchronous operations' statements
+  // (<dlock/asio.hpp>), started by the first asynchronous call; pending
+  // asynchronous waits take no thread.
   std::size_t pool_size = 8;
   // TCP connect and handshake timeout. Default 5 s; must be > 0. The client
   // library counts whole seconds, so it is rounded up to a second.
