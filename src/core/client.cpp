@@ -189,8 +189,9 @@ AcquireStep Client::attempt_step(const AcquireRequest& r) {
   }
   if (r.single_attempt) return step;  // kGaveUp
   // A holder in this client wakes us itself when it unlocks; the doorbell
-  // is for holders elsewhere.
-  if (doorbells_ && !a.holder_is_local) doorbells_->arm(r.name);
+  // is for holders elsewhere. A row already free again needs no doorbell:
+  // the retry comes in a millisecond.
+  if (doorbells_ && a.held && !a.holder_is_local) doorbells_->arm(r.name);
   // One millisecond past the holder's expiry, so the retry finds it expired.
   Micros wait = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
   if (!r.forever) {
@@ -275,6 +276,7 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
   if (want_ttl) {
     if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
+    refused.held = row.held;
     refused.holder_is_local = row.held && holds_.is_ours(row.hold_id);
   }
   return refused;

@@ -131,7 +131,8 @@ class Client {
   struct Attempt {
     bool acquired = false;
     std::optional<std::int64_t> ttl_us;  // holder's lease left, when asked for
-    bool holder_is_local = false;        // the holder is a thread of this client
+    bool held = false;                   // the row read after the refusal shows a live hold
+    bool holder_is_local = false;        // held by an owner of this client
   };
 
   // One attempt for `owner`. Throws LockLostError when the owner's hold on
