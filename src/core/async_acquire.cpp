@@ -1,7 +1,5 @@
 #include "core/async_acquire.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include "core/client.hpp"
 
 namespace dlock::details {
@@ -40,7 +38,7 @@ AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request,
 }
 
 void AsyncAcquire::post_step() {
-  boost::asio::post(client_.async().executor(), [self = shared_from_this()] { self->step(); });
+  client_.async().run([self = shared_from_this()] { self->step(); });
 }
 
 void AsyncAcquire::step() {
@@ -96,7 +94,7 @@ void AsyncAcquire::cancel() {
   cancelled_ = true;
   // Parked: take it out and let its next step end it. Running: that step
   // sees the flag before it would park again.
-  boost::asio::post(client_.async().executor(), [self = shared_from_this()] {
+  client_.async().run([self = shared_from_this()] {
     if (self->subscription_ && self->subscription_->unpark(*self)) {
       self->client_.async().deadlines().remove(self, self->parks_);
       self->step();

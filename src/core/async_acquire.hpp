@@ -63,7 +63,7 @@ class AsyncAcquire final : public WaiterRegistry::Parked,
   // the deadline queue and cancel() may use it while a step runs.
   std::optional<WaiterRegistry::Subscription> subscription_;
   std::atomic<bool> cancelled_{false};    // any thread
-  std::atomic<std::uint64_t> parks_{0};   // the current park's number; read by the queue's strand
+  std::atomic<std::uint64_t> parks_{0};   // the current park's number; read by the deadline queue's thread
   std::uint64_t id_ = 0;                  // in AsyncOperations
 };
 

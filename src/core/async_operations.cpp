@@ -12,14 +12,13 @@ void AsyncOperations::start_workers() {
   std::call_once(started_, [this] {
     // A lock's unlock usually follows within a fraction of a millisecond.
     workers_ = std::make_unique<WorkerThreads>(threads_, std::chrono::microseconds(300));
-    executor_.emplace(workers_->executor());
-    deadlines_ = std::make_unique<DeadlineQueue>(*executor_);
+    deadlines_ = std::make_unique<DeadlineQueue>();
   });
 }
 
-AsyncOperations::Executor AsyncOperations::executor() {
+WorkerThreads& AsyncOperations::workers() {
   start_workers();
-  return *executor_;
+  return *workers_;
 }
 
 DeadlineQueue& AsyncOperations::deadlines() {
@@ -80,7 +79,7 @@ void AsyncOperations::shutdown() {
   }
   // Every operation has ended: nothing can start the workers any more.
   if (!workers_) return;
-  deadlines_->stop();  // its timer is the last work that could keep the pool busy
+  deadlines_->stop();  // no more expiries: nothing posts jobs any more
   workers_->join();
   deadlines_.reset();
   workers_.reset();

@@ -17,7 +17,6 @@
 // Thread safety: every member may be called from any thread.
 #pragma once
 
-#include <boost/asio/post.hpp>
 
 #include <condition_variable>
 #include <mutex>
@@ -34,7 +33,6 @@ namespace dlock::details {
 
 class AsyncOperations {
  public:
-  using Executor = WorkerThreads::Executor;
 
   // What a pending operation offers the registry.
   class Cancellable {
@@ -49,8 +47,12 @@ class AsyncOperations {
   AsyncOperations(const AsyncOperations&) = delete;
   AsyncOperations& operator=(const AsyncOperations&) = delete;
 
-  // The workers' executor; starts them on first use. Not after shutdown().
-  Executor executor();
+  // Runs `job()` on a worker; starts the workers on first use. Only for an
+  // operation begun and not yet ended (so never after shutdown()).
+  template <class Job>
+  void run(Job&& job) {
+    workers().post(std::forward<Job>(job));
+  }
   // The deadlines of parked waits (started with the workers).
   DeadlineQueue& deadlines();
 
@@ -73,7 +75,7 @@ class AsyncOperations {
       job(false);
       return;
     }
-    boost::asio::post(executor(), [this, id = *id, job = std::forward<Job>(job)]() mutable {
+    run([this, id = *id, job = std::forward<Job>(job)]() mutable {
       job(true);
       end(id);
     });
@@ -105,11 +107,11 @@ class AsyncOperations {
   std::uint64_t next_id_ = 1;
   std::unordered_map<std::uint64_t, Pending> pending_;  // cancellable ones, by id
   void start_workers();
+  WorkerThreads& workers();
 
   std::once_flag started_;
   std::unique_ptr<WorkerThreads> workers_;             // set once (started_); reset by shutdown
   std::unique_ptr<DeadlineQueue> deadlines_;           // likewise
-  std::optional<Executor> executor_;                   // likewise
 };
 
 }  // namespace dlock::details

@@ -6,10 +6,12 @@
 
 namespace dlock::details {
 
-DeadlineQueue::DeadlineQueue(Executor executor) : strand_(boost::asio::make_strand(executor)), timer_(strand_) {}
+DeadlineQueue::DeadlineQueue() : work_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+
+DeadlineQueue::~DeadlineQueue() { stop(); }
 
 void DeadlineQueue::add(std::shared_ptr<Waiter> waiter, std::uint64_t seq, Clock::time_point when) {
-  boost::asio::post(strand_, [this, waiter = std::move(waiter), seq, when]() mutable {
+  boost::asio::post(io_, [this, waiter = std::move(waiter), seq, when]() mutable {
     if (stopped_) return;
     Waiter& w = *waiter;
     if (w.queued_) entries_.erase(w.where_);
@@ -20,7 +22,7 @@ void DeadlineQueue::add(std::shared_ptr<Waiter> waiter, std::uint64_t seq, Clock
 }
 
 void DeadlineQueue::remove(std::shared_ptr<Waiter> waiter, std::uint64_t seq) {
-  boost::asio::post(strand_, [this, waiter = std::move(waiter), seq] {
+  boost::asio::post(io_, [this, waiter = std::move(waiter), seq] {
     if (!waiter->queued_ || waiter->where_->second.seq != seq) return;
     waiter->queued_ = false;
     entries_.erase(waiter->where_);
@@ -30,13 +32,16 @@ void DeadlineQueue::remove(std::shared_ptr<Waiter> waiter, std::uint64_t seq) {
 }
 
 void DeadlineQueue::stop() {
-  boost::asio::post(strand_, [this] {
+  if (!thread_.joinable()) return;
+  boost::asio::post(io_, [this] {
     stopped_ = true;
     for (auto& [when, slot] : entries_) slot.waiter->queued_ = false;
     entries_.clear();
     timer_.cancel();
     armed_for_ = Clock::time_point::max();
   });
+  work_.reset();  // the thread ends once the cancelled wait has run
+  thread_.join();
 }
 
 void DeadlineQueue::arm() {

@@ -2,38 +2,89 @@
 
 namespace dlock::details {
 
-WorkerThreads::WorkerThreads(std::size_t threads, std::chrono::microseconds spin)
-    : spin_(spin), io_(static_cast<int>(threads)), work_(io_.get_executor()) {
+WorkerThreads::WorkerThreads(std::size_t threads, std::chrono::microseconds spin) : spin_(spin) {
   threads_.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
 }
 
 WorkerThreads::~WorkerThreads() { join(); }
 
-void WorkerThreads::join() {
-  work_.reset();
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
+void WorkerThreads::push(std::unique_ptr<Job> job) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    jobs_.push_back(std::move(job));
+    queued_.store(jobs_.size(), std::memory_order_release);
+    // A spinning worker will take it; otherwise wake a sleeping one.
+    wake = !spinning_ && sleeping_ > 0;
   }
+  if (wake) wake_.notify_one();
+}
+
+std::unique_ptr<WorkerThreads::Job> WorkerThreads::pop_locked() {
+  if (jobs_.empty()) return nullptr;
+  std::unique_ptr<Job> job = std::move(jobs_.front());
+  jobs_.pop_front();
+  queued_.store(jobs_.size(), std::memory_order_release);
+  return job;
 }
 
 void WorkerThreads::run() {
   using Clock = std::chrono::steady_clock;
-  // run_one() returns 0 once there is no work left at all (after join()).
-  while (io_.run_one() != 0) {
-    bool expected = false;
-    if (spin_.count() <= 0 || !spinning_.compare_exchange_strong(expected, true)) continue;
-    // This thread is the one that stays hot: poll for the next job a
-    // moment, from the last one it ran.
-    auto until = Clock::now() + spin_;
-    while (Clock::now() < until && !io_.stopped()) {
-      if (io_.poll_one() != 0) {
-        until = Clock::now() + spin_;
-      } else {
-        std::this_thread::yield();
-      }
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool worked = false;  // ran a job since this thread last slept
+  for (;;) {
+    if (auto job = pop_locked()) {
+      ++running_;
+      lock.unlock();
+      job->run();
+      job.reset();
+      lock.lock();
+      --running_;
+      worked = true;
+      continue;
     }
-    spinning_ = false;
+    if (stopping_ && running_ == 0) {
+      // Nothing queued and nothing running that could queue more.
+      wake_.notify_all();
+      return;
+    }
+    if (worked && !spinning_ && spin_.count() > 0 && !stopping_) {
+      // Stay hot: look for the next job a moment before sleeping.
+      spinning_ = true;
+      lock.unlock();
+      const auto until = Clock::now() + spin_;
+      while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until) std::this_thread::yield();
+      lock.lock();
+      spinning_ = false;
+      worked = false;
+      continue;  // takes what came, or sleeps
+    }
+    worked = false;
+    ++sleeping_;
+    wake_.wait(lock, [&] { return !jobs_.empty() || (stopping_ && running_ == 0); });
+    --sleeping_;
+  }
+}
+
+void WorkerThreads::join() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  // Jobs posted after the threads left (by nothing of ours, but be safe).
+  for (;;) {
+    std::unique_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      job = pop_locked();
+    }
+    if (!job) return;
+    job->run();
   }
 }
 

@@ -1,50 +1,79 @@
 // The client's worker threads for asynchronous operations: a fixed number
-// of threads running one io_context, which stay "hot" for a moment after
-// each job.
+// of threads taking jobs from one queue, one of which stays "hot" for a
+// moment after each job.
 //
-// Why not boost::asio::thread_pool: a worker that sleeps as soon as it runs
-// out of work must be woken for the very next job, and on virtual machines
-// waking an idle thread costs 0.1 ms or more, as much as a statement. An
+// Why not an io_context (or boost::asio::thread_pool) run by N threads:
+// every post there wakes a sleeping thread, and a worker that sleeps as
+// soon as it runs out of work must be woken for the very next job. On a
+// virtual machine waking an idle thread costs 0.1 ms or more, as much as a
+// statement, and a woken thread competes for the CPU with the database. An
 // asynchronous lock is usually followed by its unlock within a fraction of
-// a millisecond, so after a job one worker at a time keeps polling for the
-// next for `spin` (yielding the CPU between polls, so it never starves the
-// database or the caller on a small machine), then sleeps.
+// a millisecond, so after a job one worker at a time keeps looking for the
+// next for `spin` (yielding the CPU between looks), and a job posted
+// meanwhile wakes nobody: the spinning worker takes it.
 //
-// Thread safety: executor() from any thread; join() once.
+// Thread safety: post() from any thread; join() once, from a thread that
+// is not a worker.
 #pragma once
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <optional>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dlock::details {
 
 class WorkerThreads {
  public:
-  using Executor = boost::asio::io_context::executor_type;
-
   WorkerThreads(std::size_t threads, std::chrono::microseconds spin);
   ~WorkerThreads();  // join()
   WorkerThreads(const WorkerThreads&) = delete;
   WorkerThreads& operator=(const WorkerThreads&) = delete;
 
-  Executor executor() { return io_.get_executor(); }
-  // Lets the threads finish every job and timer still outstanding, then
-  // joins them. Idempotent.
+  // Runs `job()` on a worker (move-only jobs welcome). After join() has
+  // begun, the job is run by join() itself.
+  template <class Fn>
+  void post(Fn&& fn) {
+    push(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
+  }
+
+  // Lets the threads finish every job posted (including jobs those jobs
+  // post), then joins them. Idempotent.
   void join();
 
  private:
+  struct Job {
+    virtual ~Job() = default;
+    virtual void run() = 0;
+  };
+  template <class Fn>
+  struct Model final : Job {
+    explicit Model(Fn&& f) : fn(std::move(f)) {}
+    explicit Model(const Fn& f) : fn(f) {}
+    void run() override { fn(); }
+    Fn fn;
+  };
+
+  void push(std::unique_ptr<Job> job);
   void run();
+  // Pops a job if there is one (mutex held).
+  std::unique_ptr<Job> pop_locked();
 
   const std::chrono::microseconds spin_;
-  boost::asio::io_context io_;
-  std::optional<boost::asio::executor_work_guard<Executor>> work_;
-  std::atomic<bool> spinning_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Job>> jobs_;  // guarded by mutex_
+  std::atomic<std::size_t> queued_{0};     // jobs_.size(), for the spinner to look without the mutex
+  bool spinning_ = false;                  // guarded by mutex_: a worker is looking; posts wake nobody
+  std::size_t sleeping_ = 0;               // guarded by mutex_
+  std::size_t running_ = 0;                // guarded by mutex_: jobs being run now
+  bool stopping_ = false;                  // guarded by mutex_
   std::vector<std::thread> threads_;
 };
 
