@@ -128,20 +128,38 @@ TEST(WorkerThreads, MoveOnlyJobs) {
   EXPECT_EQ(f.get(), 7);
 }
 
-TEST(WorkerThreads, AJobPostedRightAfterAnotherRunsOnTheSpinningWorker) {
-  // With a spin long enough to cover the gap, the second job of a pair
-  // runs on the thread that ran the first: nobody else was woken.
-  WorkerThreads workers(4, std::chrono::microseconds(200'000));
-  int same = 0;
-  for (int i = 0; i < 20; ++i) {
-    std::promise<std::thread::id> first;
-    workers.post([&] { first.set_value(std::this_thread::get_id()); });
-    const auto a = first.get_future().get();
-    std::promise<std::thread::id> second;
-    workers.post([&] { second.set_value(std::this_thread::get_id()); });
-    if (second.get_future().get() == a) ++same;
+template <class Condition>
+bool eventually(Condition condition) {
+  const auto deadline = Clock::now() + 10s;
+  while (!condition()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::yield();
   }
-  EXPECT_GE(same, 18) << "jobs posted while a worker spun went to other threads";
+  return true;
+}
+
+TEST(WorkerThreads, AJobPostedWhileAWorkerSpinsRunsThereAndWakesNobody) {
+  WorkerThreads workers(4, std::chrono::microseconds(2'000'000));
+  ASSERT_TRUE(eventually([&] { return workers.sleeping() == 4; }));
+  std::promise<std::thread::id> first;
+  workers.post([&] { first.set_value(std::this_thread::get_id()); });
+  const auto ran_first = first.get_future().get();
+  EXPECT_EQ(workers.wakeups(), 1u);
+  // The worker that ran it spins now; the other three sleep.
+  ASSERT_TRUE(eventually([&] { return workers.spinning() && workers.sleeping() == 3; }));
+  std::promise<std::thread::id> second;
+  workers.post([&] { second.set_value(std::this_thread::get_id()); });
+  EXPECT_EQ(second.get_future().get(), ran_first);
+  EXPECT_EQ(workers.wakeups(), 1u) << "a sleeping worker was woken though one was spinning";
+}
+
+TEST(WorkerThreads, WithoutASpinnerAPostWakesASleepingWorker) {
+  WorkerThreads workers(2, 0us);
+  ASSERT_TRUE(eventually([&] { return workers.sleeping() == 2; }));
+  std::promise<void> ran;
+  workers.post([&] { ran.set_value(); });
+  EXPECT_EQ(ran.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(workers.wakeups(), 1u);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ void WorkerThreads::push(std::unique_ptr<Job> job) {
     queued_.store(jobs_.size(), std::memory_order_release);
     // A spinning worker will take it; otherwise wake a sleeping one.
     wake = !spinning_ && sleeping_ > 0;
+    if (wake) ++wakeups_;
   }
   if (wake) wake_.notify_one();
 }
@@ -65,6 +66,21 @@ void WorkerThreads::run() {
     wake_.wait(lock, [&] { return !jobs_.empty() || (stopping_ && running_ == 0); });
     --sleeping_;
   }
+}
+
+std::size_t WorkerThreads::wakeups() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return wakeups_;
+}
+
+bool WorkerThreads::spinning() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return spinning_;
+}
+
+std::size_t WorkerThreads::sleeping() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return sleeping_;
 }
 
 void WorkerThreads::join() {

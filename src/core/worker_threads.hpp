@@ -43,6 +43,12 @@ class WorkerThreads {
     push(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
   }
 
+  // For tests: sleeping workers woken by post() so far, whether a worker
+  // is spinning now, and how many sleep now.
+  std::size_t wakeups();
+  bool spinning();
+  std::size_t sleeping();
+
   // Lets the threads finish every job posted (including jobs those jobs
   // post), then joins them. Idempotent.
   void join();
@@ -73,6 +79,7 @@ class WorkerThreads {
   bool spinning_ = false;                  // guarded by mutex_: a worker is looking; posts wake nobody
   std::size_t sleeping_ = 0;               // guarded by mutex_
   std::size_t running_ = 0;                // guarded by mutex_: jobs being run now
+  std::size_t wakeups_ = 0;                // guarded by mutex_
   bool stopping_ = false;                  // guarded by mutex_
   std::vector<std::thread> threads_;
 };
