@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
     for (const Name& n : names) turns += n.turns;
     std::cout << "   " << coroutines << " coroutines on one thread, " << name_count << " names, " << turns
               << " turns in " << seconds << " s\n"
-              << "   threads: " << threads_before << " before (this one, the client's io thread and " << options.pool_size
-              << " workers), at most " << tally.max_threads << " while they ran (fixed set: " << fixed_set
+              << "   threads: " << threads_before << " before (this one, the client's io thread, " << options.pool_size
+              << " workers and its deadline timer), at most " << tally.max_threads << " while they ran (fixed set: " << fixed_set
               << ", with the doorbell connections)\n";
     for (const Name& n : names) {
       std::cout << "   " << n.lock_name << ": " << n.turns << " turns, last fence " << n.last_fence << "\n";

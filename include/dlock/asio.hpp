@@ -37,9 +37,10 @@
 //
 // Threads and memory
 //   Statements run on the client's worker threads (Options::pool_size of
-//   them, started by the first asynchronous call). A pending wait holds no
-//   thread: it is a registered continuation that a release in this client, a
-//   doorbell ring from another client, the poller or its own timer resumes.
+//   them, plus one that keeps every pending wait's deadline; started by the
+//   first asynchronous call). A pending wait holds no thread: it is a
+//   registered continuation that a release in this client, a doorbell ring
+//   from another client, the poller or its deadline resumes.
 //
 // Lifetime
 //   The Lock handle may be destroyed as soon as the initiating call returns.

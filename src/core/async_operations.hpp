@@ -4,10 +4,11 @@
 // destruction end.
 //
 // Workers: Options::pool_size threads (one per pooled connection, so no
-// worker ever waits for a connection another worker holds for long),
-// started by the first asynchronous call: a client used only synchronously
-// starts none. A pending wait holds no worker: it is parked in the
-// WaiterRegistry with a timer (AsyncAcquire).
+// worker ever waits for a connection another worker holds for long; see
+// WorkerThreads), and the DeadlineQueue's thread, started by the first
+// asynchronous call: a client used only synchronously starts none. A
+// pending wait holds no worker: it is parked in the WaiterRegistry with an
+// entry in the DeadlineQueue (AsyncAcquire).
 //
 // Shutdown (the client's destructor, first thing): no new operation starts
 // (each completes with Cancelled), every pending one is cancelled, and the
