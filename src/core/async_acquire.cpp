@@ -44,12 +44,16 @@ void AsyncAcquire::post_step() {
 void AsyncAcquire::step() {
   if (cancelled_) return finish(cancelled_error(), false);
   AcquireStep next;
+  std::exception_ptr error;
   try {
     const Client::WarmestConnection warmest;
     next = client_.attempt_step(request_);
   } catch (...) {
-    return finish(std::current_exception(), false);
+    error = std::current_exception();
   }
+  // Completed outside the handler: the exception is then only the
+  // exception_ptr's, not also the runtime's while the caller reads it.
+  if (error) return finish(std::move(error), false);
   switch (next.next) {
     case AcquireStep::Next::kAcquired:
       return finish(nullptr, true);
