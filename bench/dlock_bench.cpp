@@ -785,8 +785,11 @@ struct Bench {
                                    std::to_string(added) + ", \"bytes_per_wait\": " + fmt(per_wait, 0) + "}");
     report.goal({std::to_string(waits) + " pending async waits: no thread added", std::to_string(added),
                  parked && added <= 0, true});
-    report.goal({std::to_string(waits) + " pending async waits: < 1 KiB each", fmt(per_wait, 0) + " B",
-                 parked && per_wait < 1024, false});
+    // Judged by the larger of the two: the resident set can grow less than
+    // what was allocated when earlier scenarios left freed memory behind.
+    const double memory_per_wait = std::max(per_wait, heap_per_wait);
+    report.goal({std::to_string(waits) + " pending async waits: < 1 KiB each", fmt(memory_per_wait, 0) + " B",
+                 parked && memory_per_wait < 1024, false});
     report.goal({"destroying the client cancels every pending wait", std::to_string(cancelled.load()),
                  cancelled.load() == waits, true});
   }
