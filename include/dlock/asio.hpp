@@ -155,6 +155,12 @@ class HandlerCompletion final : public AsyncCompletion {
     Work work(std::move(work_));
     delete this;
     auto call = [handler = std::move(handler), error = std::move(error), value]() mutable {
+#if BOOST_VERSION >= 107700
+      // The operation is over: the cancellation handler it installed (which
+      // names the client) must not outlive it. Cleared here, on the
+      // handler's executor, where the slot's signal is emitted.
+      boost::asio::get_associated_cancellation_slot(handler).clear();
+#endif
       invoke(handler, std::move(error), value);
     };
     if constexpr (kNoExecutor) {
