@@ -14,7 +14,6 @@
 //   dlock_bench --child-throughput URL CONTENDER THREADS SECONDS PREFIX
 #include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
-#include <dirent.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -41,6 +40,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "thread_count.hpp"
 #include "core/client_access.hpp"
 #include "sql/connection.hpp"
 #include "contenders.hpp"
@@ -751,7 +751,7 @@ struct Bench {
     // wait on a holder elsewhere a doorbell connection (the fixed set).
     async_try_lock(client->get_lock("pending", Owner::create()), 100ms, boost::asio::use_future).get();
     auto& core = details::ClientAccess::of(*client);
-    const std::size_t threads_before = thread_count();
+    const std::size_t threads_before = test::thread_count();
     const std::size_t rss_before = resident_bytes();
     const std::size_t heap_before = heap_bytes();
     std::atomic<int> cancelled{0};
@@ -763,7 +763,7 @@ struct Bench {
     }
     const bool parked = test_wait([&] { return core.waiters().parked() == static_cast<std::size_t>(waits); }, 120s);
     const double start_ms = ms(Clock::now() - t0);
-    const std::size_t threads_after = thread_count();
+    const std::size_t threads_after = test::thread_count();
     const std::size_t rss_after = resident_bytes();
     const std::size_t heap_after = heap_bytes();
     const auto c0 = Clock::now();
@@ -801,17 +801,6 @@ struct Bench {
       std::this_thread::sleep_for(10ms);
     }
     return true;
-  }
-
-  static std::size_t thread_count() {
-    std::size_t n = 0;
-    if (DIR* d = ::opendir("/proc/self/task")) {
-      while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] != '.') ++n;
-      }
-      ::closedir(d);
-    }
-    return n;
   }
 
   std::string out_dir;

@@ -17,8 +17,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
-#include <dirent.h>
-
 #include <atomic>
 #include <future>
 #include <thread>
@@ -26,6 +24,7 @@
 
 #include "child_process.hpp"
 #include "test_env.hpp"
+#include "thread_count.hpp"
 
 namespace dlock {
 namespace {
@@ -36,6 +35,7 @@ using test::ChildProcess;
 using test::fresh_options;
 using test::same_table;
 using test::url_for;
+using test::thread_count;
 using test::wait_until;
 
 // The exception inside `error`, rethrown, as type E (fails the test if it
@@ -50,17 +50,6 @@ bool holds_error(const std::exception_ptr& error) {
   } catch (...) {
     return false;
   }
-}
-
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (const dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') ++n;
-    }
-    ::closedir(d);
-  }
-  return n;
 }
 
 TEST(Async, CallbackRunsOnALibraryThreadAfterTheInitiatingCallReturns) {
