@@ -85,9 +85,4 @@ void AsyncOperations::shutdown() {
   workers_.reset();
 }
 
-std::size_t AsyncOperations::running() const {
-  std::lock_guard<std::mutex> guard(mutex_);
-  return running_;
-}
-
 }  // namespace dlock::details

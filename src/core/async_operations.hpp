@@ -90,9 +90,6 @@ class AsyncOperations {
   // every operation has ended; then joins the workers. Idempotent.
   void shutdown();
 
-  // Operations begun and not yet ended (tests, benchmarks).
-  std::size_t running() const;
-
  private:
   struct Pending {
     std::uint64_t owner;
