@@ -49,10 +49,9 @@ std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
   return spdlog::stderr_color_mt("dlock");
 }
 
-}  // namespace
-
-namespace {
+// False while a WarmestConnection exists on this thread.
 thread_local bool t_thread_affinity = true;
+
 }  // namespace
 
 Client::WarmestConnection::WarmestConnection() : previous_(t_thread_affinity) { t_thread_affinity = false; }
