@@ -1,19 +1,17 @@
-// DeadlineQueue and WorkerThreads, no database: entries expire in deadline
-// order on the queue's thread, a waiter's new entry replaces its old one,
-// remove() drops only the entry it names, stop() drops everything at once;
-// the workers run every job, including jobs posted by jobs while joining,
-// and a job posted while a worker spins is taken without waking another.
+// DeadlineQueue, no database: entries expire in deadline order on the
+// queue's thread, a waiter's new entry replaces its old one, remove() drops
+// only the entry it names, stop() drops everything at once.
 #include <gtest/gtest.h>
 
-
-#include <atomic>
 #include <chrono>
-#include <future>
+#include <cstdint>
+#include <memory>
 #include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/deadline_queue.hpp"
-#include "core/worker_threads.hpp"
 
 namespace dlock::details {
 namespace {
@@ -104,62 +102,6 @@ TEST(DeadlineQueue, StopDropsPendingEntriesAtOnce) {
   EXPECT_LT(Clock::now() - t0, 5s);
   EXPECT_TRUE(log.empty());
   EXPECT_EQ(w.use_count(), 1) << "the queue still holds its entry's waiter";
-}
-
-TEST(WorkerThreads, JoinRunsEveryJobIncludingOnesPostedByJobs) {
-  std::atomic<int> ran{0};
-  WorkerThreads workers(3, 300us);
-  for (int i = 0; i < 100; ++i) {
-    workers.post([&] {
-      ++ran;
-      workers.post([&] { ++ran; });
-    });
-  }
-  workers.join();
-  EXPECT_EQ(ran.load(), 200);
-}
-
-TEST(WorkerThreads, MoveOnlyJobs) {
-  WorkerThreads workers(1, 0us);
-  std::promise<int> p;
-  auto f = p.get_future();
-  auto value = std::make_unique<int>(7);
-  workers.post([value = std::move(value), &p] { p.set_value(*value); });
-  EXPECT_EQ(f.get(), 7);
-}
-
-template <class Condition>
-bool eventually(Condition condition) {
-  const auto deadline = Clock::now() + 10s;
-  while (!condition()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-TEST(WorkerThreads, AJobPostedWhileAWorkerSpinsRunsThereAndWakesNobody) {
-  WorkerThreads workers(4, std::chrono::microseconds(2'000'000));
-  ASSERT_TRUE(eventually([&] { return workers.sleeping() == 4; }));
-  std::promise<std::thread::id> first;
-  workers.post([&] { first.set_value(std::this_thread::get_id()); });
-  const auto ran_first = first.get_future().get();
-  EXPECT_EQ(workers.wakeups(), 1u);
-  // The worker that ran it spins now; the other three sleep.
-  ASSERT_TRUE(eventually([&] { return workers.spinning() && workers.sleeping() == 3; }));
-  std::promise<std::thread::id> second;
-  workers.post([&] { second.set_value(std::this_thread::get_id()); });
-  EXPECT_EQ(second.get_future().get(), ran_first);
-  EXPECT_EQ(workers.wakeups(), 1u) << "a sleeping worker was woken though one was spinning";
-}
-
-TEST(WorkerThreads, WithoutASpinnerAPostWakesASleepingWorker) {
-  WorkerThreads workers(2, 0us);
-  ASSERT_TRUE(eventually([&] { return workers.sleeping() == 2; }));
-  std::promise<void> ran;
-  workers.post([&] { ran.set_value(); });
-  EXPECT_EQ(ran.get_future().wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(workers.wakeups(), 1u);
 }
 
 }  // namespace

@@ -18,9 +18,7 @@
 // Thread safety: every member may be called from any thread.
 #pragma once
 
-
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <mutex>

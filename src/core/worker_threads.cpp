@@ -10,16 +10,18 @@ WorkerThreads::WorkerThreads(std::size_t threads, std::chrono::microseconds spin
 WorkerThreads::~WorkerThreads() { join(); }
 
 void WorkerThreads::push(std::unique_ptr<Job> job) {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    jobs_.push_back(std::move(job));
-    queued_.store(jobs_.size(), std::memory_order_release);
-    // A spinning worker will take it; otherwise wake a sleeping one.
-    wake = !spinning_ && sleeping_ > 0;
-    if (wake) ++wakeups_;
+  std::lock_guard<std::mutex> guard(mutex_);
+  jobs_.push_back(std::move(job));
+  queued_.store(jobs_.size(), std::memory_order_release);
+  // A spinning worker will take it; otherwise wake a sleeping one. Notified
+  // under the mutex: once the job can have run, its operation can have
+  // ended and the client's shutdown can be destroying this queue, so a
+  // poster that is not a worker (a doorbell thread) must be done with it
+  // when it lets the mutex go.
+  if (!spinning_ && sleeping_ > 0) {
+    ++wakeups_;
+    wake_.notify_one();
   }
-  if (wake) wake_.notify_one();
 }
 
 std::unique_ptr<WorkerThreads::Job> WorkerThreads::pop_locked() {
