@@ -1,84 +1,21 @@
 #include "sql/lock_table.hpp"
 
-#include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
-#include <random>
 #include <set>
-#include <thread>
+
+#include "sql/statement.hpp"
 
 namespace dlock::details {
 
-namespace {
+static_assert(LockTable::kChunk == kInListChunk);
 
-constexpr int kMaxAttempts = 8;
-
-// Binds parameters left to right.
-class Binder {
- public:
-  explicit Binder(sql::PreparedStatement& ps) : ps_(ps) {}
-  Binder& text(std::string_view v) {
-    ps_.setString(next_++, sql::SQLString(v.data(), v.size()));
-    return *this;
-  }
-  Binder& u64(std::uint64_t v) {
-    ps_.setUInt64(next_++, v);
-    return *this;
-  }
-  Binder& i64(std::int64_t v) {
-    ps_.setInt64(next_++, v);
-    return *this;
-  }
-  Binder& flag(bool v) {
-    ps_.setInt(next_++, v ? 1 : 0);
-    return *this;
-  }
-
- private:
-  sql::PreparedStatement& ps_;
-  unsigned next_ = 1;
-};
-
-}  // namespace
-
-// Deadlocks and lock-wait timeouts were rolled back by the server, so the
-// statement may simply run again after a short randomised pause, as long as
-// the call's budget leaves room for another full lock wait: a row locked by
-// a foreign transaction then fails the call within about io_timeout instead
-// of once per retry.
 template <class Body, class Undo>
 auto LockTable::run(Connection& c, const char* what, Body&& body, Undo&& undo) const {
-  thread_local std::minstd_rand jitter(std::random_device{}());
-  for (int attempt = 1;; ++attempt) {
-    try {
-      auto result = body();
-      c.touch();
-      return result;
-    } catch (const sql::SQLException& e) {
-      const int code = e.getErrorCode();
-      // Code 0 is Connector/C++'s own failure (closed connection or
-      // statement): as unknown as a lost connection.
-      if (code == 0 || is_connection_error(code)) {
-        c.mark_broken();
-        throw OutcomeUnknown(to_backend_error(e, what));
-      }
-      undo();
-      const auto pause = std::chrono::microseconds(200 * attempt + jitter() % 1000);
-      if (is_retryable(code) && attempt < kMaxAttempts &&
-          CallBudget::allows(pause + std::chrono::seconds(c.lock_wait_seconds()))) {
-        if (logger_) logger_->warn("dlock: {}: MySQL error {} ({}); retry {} of {}", what, code, e.what(), attempt,
-                                   kMaxAttempts - 1);
-        std::this_thread::sleep_for(pause);
-        continue;
-      }
-      throw to_backend_error(e, what);
-    }
-  }
+  return run_statement(c, logger_, what, std::forward<Body>(body), std::forward<Undo>(undo));
 }
 
 template <class Body>
@@ -97,8 +34,6 @@ void LockTable::give_back_quietly(Connection& c, const std::string& doorbell) co
 }
 
 namespace {
-
-std::int64_t update(sql::PreparedStatement& ps) { return ps.executeUpdate(); }
 
 // Row columns in the order every SELECT below lists them.
 const char* const kRowColumns =
@@ -125,35 +60,6 @@ LockRow to_row(sql::ResultSet& rs) {
     if (!rs.isNull(13)) row.held_for_us = rs.getInt64(13);
   }
   return row;
-}
-
-std::string placeholders(std::size_t n) {
-  std::string s;
-  s.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) s += i == 0 ? "?" : ",?";
-  return s;
-}
-
-// IN lists are prepared in a few fixed sizes and padded by repeating the last
-// name, so a connection caches at most four variants of each statement.
-std::size_t bucket_for(std::size_t n) {
-  for (std::size_t b : {std::size_t{1}, std::size_t{8}, std::size_t{64}, LockTable::kChunk})
-    if (n <= b) return b;
-  return LockTable::kChunk;
-}
-
-// Calls `each(first, count, bucket)` for every chunk of `names`.
-template <class Each>
-void for_each_chunk(const std::vector<std::string>& names, Each&& each) {
-  for (std::size_t first = 0; first < names.size(); first += LockTable::kChunk) {
-    const std::size_t count = std::min(LockTable::kChunk, names.size() - first);
-    each(first, count, bucket_for(count));
-  }
-}
-
-void bind_names(Binder& b, const std::vector<std::string>& names, std::size_t first, std::size_t count,
-                std::size_t bucket) {
-  for (std::size_t i = 0; i < bucket; ++i) b.text(names[first + std::min(i, count - 1)]);
 }
 
 }  // namespace
@@ -349,7 +255,7 @@ AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Hol
         b.u64(holder.hold_id).i64(lease_us);            // expire_time
         b.u64(holder.hold_id);                          // is_locked
         if (doorbell != nullptr) b.text(*doorbell);
-        return update(ps);
+        return execute_update(ps);
       },
       [&] {
         if (doorbell != nullptr) give_back_quietly(c, *doorbell);
@@ -370,7 +276,7 @@ bool LockTable::take(Connection& c, std::string_view name, const Holder& holder,
                b.text(holder.host).u64(holder.pid);
                if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
                b.i64(lease_us).text(name).u64(holder.hold_id);
-               return update(ps);
+               return execute_update(ps);
              },
              [&] {
                if (doorbell != nullptr) give_back_quietly(c, *doorbell);
@@ -382,7 +288,7 @@ bool LockTable::reacquire(Connection& c, std::string_view name, std::uint64_t ho
   return run(c, "re-acquiring a held lock", [&] {
            auto& ps = c.prepared(reacquire_sql_);
            Binder(ps).u64(state).flag(watchdog).i64(lease_us).text(name).u64(hold_id);
-           return update(ps);
+           return execute_update(ps);
          }) > 0;
 }
 
@@ -396,11 +302,11 @@ bool LockTable::release(Connection& c, std::string_view name, std::uint64_t hold
                  Binder b(ps);
                  if (doorbell != nullptr) b.text(*doorbell);
                  b.text(name).u64(hold_id);
-                 return update(ps);
+                 return execute_update(ps);
                }
                auto& ps = c.prepared(release_sql_);
                Binder(ps).u64(state).text(name).u64(hold_id);
-               return update(ps);
+               return execute_update(ps);
              },
              [&] {
                // The row may stay held (it expires with its lease), but the
@@ -467,9 +373,9 @@ void bind_holds(Binder& b, const std::vector<NamedHold>& holds, std::size_t firs
 
 template <class Each>
 void for_each_hold_chunk(const std::vector<NamedHold>& holds, Each&& each) {
-  for (std::size_t first = 0; first < holds.size(); first += LockTable::kChunk) {
-    const std::size_t count = std::min(LockTable::kChunk, holds.size() - first);
-    each(first, count, bucket_for(count));
+  for (std::size_t first = 0; first < holds.size(); first += kInListChunk) {
+    const std::size_t count = std::min(kInListChunk, holds.size() - first);
+    each(first, count, in_list_bucket(count));
   }
 }
 
@@ -492,7 +398,7 @@ std::size_t LockTable::renew(Connection& c, const std::vector<NamedHold>& holds,
       Binder b(ps);
       b.i64(lease_us);
       bind_holds(b, holds, first, count, bucket);
-      return update(ps);
+      return execute_update(ps);
     }));
   });
   return renewed;
@@ -517,12 +423,12 @@ std::size_t LockTable::renew_skipping_locked(Connection& c, const std::vector<Na
         }
         std::int64_t n = 0;
         if (!unlocked.empty()) {
-          const std::size_t b2 = bucket_for(unlocked.size());
+          const std::size_t b2 = in_list_bucket(unlocked.size());
           auto& ps = c.prepared(renew_sql(b2));
           Binder b(ps);
           b.i64(lease_us);
           bind_holds(b, unlocked, 0, unlocked.size(), b2);
-          n = update(ps);
+          n = execute_update(ps);
         }
         c.execute_plain("COMMIT");
         return n;
@@ -545,7 +451,7 @@ std::vector<std::string> LockTable::free_among(Connection& c, const std::vector<
     run(c, "polling waited-for locks", [&] {
       auto& ps = c.prepared(free_sql_ + placeholders(bucket) + ")");
       Binder b(ps);
-      bind_names(b, names, first, count, bucket);
+      bind_texts(b, names, first, count, bucket);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
       while (rs->next()) free.emplace_back(rs->getString(1));
       return 0;
@@ -573,7 +479,7 @@ std::vector<LockRow> LockTable::read_many(Connection& c, const std::vector<std::
       auto& ps = c.prepared(std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name IN (" +
                             placeholders(bucket) + ")");
       Binder b(ps);
-      bind_names(b, names, first, count, bucket);
+      bind_texts(b, names, first, count, bucket);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
       while (rs->next()) rows.push_back(to_row(*rs));
       return 0;
@@ -597,7 +503,7 @@ bool LockTable::force_release(Connection& c, std::string_view name) const {
   return run(c, "force-unlocking", [&] {
            auto& ps = c.prepared(force_sql_);
            Binder(ps).text(name);
-           return update(ps);
+           return execute_update(ps);
          }) > 0;
 }
 
@@ -608,7 +514,7 @@ std::size_t LockTable::release_all(Connection& c, const std::vector<NamedHold>& 
       auto& ps = c.prepared(release_all_sql_ + placeholders(bucket) + ") AND hold_id IN (" + placeholders(bucket) + ")");
       Binder b(ps);
       bind_holds(b, holds, first, count, bucket);
-      return update(ps);
+      return execute_update(ps);
     }));
   });
   return released;

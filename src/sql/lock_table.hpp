@@ -82,7 +82,7 @@ enum class AcquireResult {
 
 class LockTable {
  public:
-  static constexpr std::size_t kChunk = 512;
+  static constexpr std::size_t kChunk = 512;  // = kInListChunk (statement.hpp)
 
   // `logger` (may be null) gets a warning for every retried statement.
   explicit LockTable(std::string table, std::shared_ptr<spdlog::logger> logger = nullptr);
