@@ -11,6 +11,12 @@
 //       non-atomic read-modify-write), unlock. Prints "done" at the end.
 //   dlock_test_helper exec-ignoring-sigchld PROGRAM ARGS...
 //       Execs PROGRAM with SIGCHLD ignored (inherited across exec).
+//   dlock_test_helper URL hold-permit NAME PERMITS
+//       Acquire a permit of semaphore NAME with bound PERMITS (watchdog
+//       mode), print "acquired", then sleep until killed.
+//   dlock_test_helper URL permit-for NAME PERMITS MS
+//       Acquire a permit (watchdog mode), print "acquired", hold it MS
+//       milliseconds, release it, print "released", exit.
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
@@ -57,6 +63,19 @@ int main(int argc, char** argv) {
       }
       std::cout << "acquired " << client.fencing_token(name) << std::endl;
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "hold-permit" && argc == 5) {
+      dlock::Permit permit = client.get_semaphore(name, static_cast<std::uint32_t>(std::stoul(argv[4]))).acquire();
+      std::cout << "acquired" << std::endl;
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "permit-for" && argc == 6) {
+      dlock::Permit permit = client.get_semaphore(name, static_cast<std::uint32_t>(std::stoul(argv[4]))).acquire();
+      std::cout << "acquired" << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[5])));
+      permit.release();
+      std::cout << "released" << std::endl;
+      return 0;
     }
     if (command == "hold-for" && argc == 5) {
       client.lock(name);

@@ -78,11 +78,13 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <cstdint>
 #include <type_traits>
 
 #include "dlock/distributed_lock.hpp"
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/semaphore.hpp"
 
 namespace dlock {
 
@@ -99,9 +101,12 @@ class AsyncCompletion {
   // Consumes the object: it is deleted before the handler runs (so nothing
   // of the caller's outlives the upcall here). Call as
   // `std::move(ptr).release()->complete(...)`-style: ownership ends here.
-  // `value`: acquired (async_try_lock); ignored by the other operations.
-  virtual void complete(std::exception_ptr error, bool value) noexcept = 0;
-  static void finish(std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error, bool value) noexcept {
+  // `value`: nonzero when acquired: 1 for a lock; for a semaphore, the
+  // permit's id, which the completion turns into the handler's Permit (so a
+  // handler that never runs still releases it). Ignored by async_unlock.
+  virtual void complete(std::exception_ptr error, std::uint64_t value) noexcept = 0;
+  static void finish(std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error,
+                     std::uint64_t value) noexcept {
     completion.release()->complete(std::move(error), value);
   }
 };
@@ -118,6 +123,22 @@ struct AsyncOperationId {
 DLOCK_API AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease,
                                             std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion);
 DLOCK_API void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion);
+DLOCK_API AsyncOperationId start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
+                                               std::optional<Millis> wait,
+                                               std::unique_ptr<AsyncCompletion> completion);
+
+// Makes the Permit a completed asynchronous acquire hands its handler.
+struct DLOCK_API PermitAccess {
+  static Permit adopt(const Semaphore& semaphore, std::uint64_t id) noexcept;
+};
+
+// What a handler is called with after the std::exception_ptr.
+enum class Result {
+  kNone,           // void(std::exception_ptr)
+  kAcquired,       // void(std::exception_ptr, bool)
+  kPermit,         // void(std::exception_ptr, Permit)
+  kOptionalPermit  // void(std::exception_ptr, std::optional<Permit>)
+};
 // Ends the operation's wait with Cancelled if it is still pending.
 DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
 
@@ -126,7 +147,7 @@ DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
 // through the executor, with the work tracked by the executor copy that
 // dispatches, released last); a handler without an executor runs on the
 // library thread.
-template <class Handler, bool WithValue>
+template <class Handler, Result R>
 class HandlerCompletion final : public AsyncCompletion {
   using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
   // No work to track without an executor: doing so on the system executor
@@ -148,20 +169,25 @@ class HandlerCompletion final : public AsyncCompletion {
   using Work = decltype(make_work(std::declval<const Handler&>()));
 
  public:
-  explicit HandlerCompletion(Handler&& handler) : handler_(std::move(handler)), work_(make_work(handler_)) {}
+  HandlerCompletion(Handler&& handler, std::optional<Semaphore> semaphore)
+      : handler_(std::move(handler)), work_(make_work(handler_)), semaphore_(std::move(semaphore)) {}
 
-  void complete(std::exception_ptr error, bool value) noexcept override {
+  void complete(std::exception_ptr error, std::uint64_t id) noexcept override {
     Handler handler(std::move(handler_));
     Work work(std::move(work_));
+    // Owned by the call from here: released if the handler never runs.
+    Permit permit = semaphore_ && id != 0 ? PermitAccess::adopt(*semaphore_, id) : Permit();
+    const bool acquired = id != 0;
     delete this;
-    auto call = [handler = std::move(handler), error = std::move(error), value]() mutable {
+    auto call = [handler = std::move(handler), error = std::move(error), acquired,
+                 permit = std::move(permit)]() mutable {
 #if BOOST_VERSION >= 107700
       // The operation is over: the cancellation handler it installed (which
       // names the client) must not outlive it. Cleared here, on the
       // handler's executor, where the slot's signal is emitted.
       boost::asio::get_associated_cancellation_slot(handler).clear();
 #endif
-      invoke(handler, std::move(error), value);
+      invoke(handler, std::move(error), acquired, std::move(permit));
     };
     if constexpr (kNoExecutor) {
       call();
@@ -174,25 +200,44 @@ class HandlerCompletion final : public AsyncCompletion {
   }
 
  private:
-  static void invoke(Handler& handler, std::exception_ptr error, bool value) {
-    if constexpr (WithValue) {
-      std::move(handler)(std::move(error), value);
-    } else {
-      (void)value;
+  static void invoke(Handler& handler, std::exception_ptr error, bool acquired, Permit permit) {
+    if constexpr (R == Result::kNone) {
       std::move(handler)(std::move(error));
+    } else if constexpr (R == Result::kAcquired) {
+      std::move(handler)(std::move(error), acquired);
+    } else if constexpr (R == Result::kPermit) {
+      std::move(handler)(std::move(error), std::move(permit));
+    } else {
+      std::optional<Permit> maybe;
+      if (permit.held()) maybe.emplace(std::move(permit));
+      std::move(handler)(std::move(error), std::move(maybe));
     }
   }
 
   Handler handler_;
   Work work_;
+  std::optional<Semaphore> semaphore_;  // set for the permit results
 };
 
-template <bool WithValue, class Handler>
-std::unique_ptr<AsyncCompletion> wrap_handler(Handler&& handler) {
-  return std::make_unique<HandlerCompletion<std::decay_t<Handler>, WithValue>>(std::forward<Handler>(handler));
+template <Result R, class Handler>
+std::unique_ptr<AsyncCompletion> wrap_handler(Handler&& handler, std::optional<Semaphore> semaphore = std::nullopt) {
+  return std::make_unique<HandlerCompletion<std::decay_t<Handler>, R>>(std::forward<Handler>(handler),
+                                                                       std::move(semaphore));
 }
 
-template <bool WithValue>
+#if BOOST_VERSION >= 107700
+// Connects a started operation to the handler's cancellation slot.
+template <class Slot>
+void connect_cancellation(Slot& slot, AsyncOperationId id) {
+  if (slot.is_connected() && id.id != 0) {
+    slot.assign([id](boost::asio::cancellation_type type) {
+      if (type != boost::asio::cancellation_type::none) cancel_async_operation(id);
+    });
+  }
+}
+#endif
+
+template <Result R>
 struct LockInitiation {
   template <class Handler>
   void operator()(Handler&& handler, const Lock* lock, std::optional<Millis> lease,
@@ -201,13 +246,27 @@ struct LockInitiation {
     // Read before the handler moves into its wrapper.
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
 #endif
-    const AsyncOperationId id = start_async_lock(*lock, lease, wait, wrap_handler<WithValue>(std::move(handler)));
+    const AsyncOperationId id = start_async_lock(*lock, lease, wait, wrap_handler<R>(std::move(handler)));
 #if BOOST_VERSION >= 107700
-    if (slot.is_connected() && id.id != 0) {
-      slot.assign([id](boost::asio::cancellation_type type) {
-        if (type != boost::asio::cancellation_type::none) cancel_async_operation(id);
-      });
-    }
+    connect_cancellation(slot, id);
+#else
+    (void)id;
+#endif
+  }
+};
+
+template <Result R>
+struct AcquireInitiation {
+  template <class Handler>
+  void operator()(Handler&& handler, const Semaphore* semaphore, std::optional<Millis> lease,
+                  std::optional<Millis> wait) const {
+#if BOOST_VERSION >= 107700
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+#endif
+    const AsyncOperationId id =
+        start_async_acquire(*semaphore, lease, wait, wrap_handler<R>(std::move(handler), *semaphore));
+#if BOOST_VERSION >= 107700
+    connect_cancellation(slot, id);
 #else
     (void)id;
 #endif
@@ -217,7 +276,7 @@ struct LockInitiation {
 struct UnlockInitiation {
   template <class Handler>
   void operator()(Handler&& handler, const Lock* lock) const {
-    start_async_unlock(*lock, wrap_handler<false>(std::move(handler)));
+    start_async_unlock(*lock, wrap_handler<Result::kNone>(std::move(handler)));
   }
 };
 
@@ -228,7 +287,7 @@ struct UnlockInitiation {
 template <class Token>
 auto async_lock(const Lock& lock, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
-      asio_impl::LockInitiation<false>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>());
+      asio_impl::LockInitiation<asio_impl::Result::kNone>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>());
 }
 
 // Acquires `lock` with a fixed `lease` (no watchdog), waiting as long as it
@@ -237,7 +296,7 @@ auto async_lock(const Lock& lock, Token&& token) {
 template <class Token>
 auto async_lock(const Lock& lock, Millis lease, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
-      asio_impl::LockInitiation<false>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>());
+      asio_impl::LockInitiation<asio_impl::Result::kNone>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>());
 }
 
 // Releases one hold (like Lock::unlock()): NotHeldError through the handler
@@ -256,7 +315,7 @@ auto async_unlock(const Lock& lock, Token&& token) {
 template <class Token>
 auto async_try_lock(const Lock& lock, Millis wait, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
-      asio_impl::LockInitiation<true>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>(wait));
+      asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &lock, std::optional<Millis>(), std::optional<Millis>(wait));
 }
 
 // As above, then holds with a fixed `lease`. Handler:
@@ -264,7 +323,48 @@ auto async_try_lock(const Lock& lock, Millis wait, Token&& token) {
 template <class Token>
 auto async_try_lock(const Lock& lock, Millis wait, Millis lease, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
-      asio_impl::LockInitiation<true>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>(wait));
+      asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>(wait));
+}
+
+// Acquires a permit of `semaphore`, waiting as long as it takes, with a
+// watchdog-renewed lease (like Semaphore::acquire()). The Permit releases
+// itself when destroyed, also if the handler never runs. Semaphore waits
+// have no owner: DatabaseDistributedLock::cancel(owner) does not end them;
+// destroying the client or a cancellation slot does. Handler:
+// void(std::exception_ptr, Permit).
+template <class Token>
+auto async_acquire(const Semaphore& semaphore, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, Permit)>(
+      asio_impl::AcquireInitiation<asio_impl::Result::kPermit>{}, token, &semaphore, std::optional<Millis>(),
+      std::optional<Millis>());
+}
+
+// As above with a fixed `lease` (no watchdog). Handler:
+// void(std::exception_ptr, Permit).
+template <class Token>
+auto async_acquire(const Semaphore& semaphore, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, Permit)>(
+      asio_impl::AcquireInitiation<asio_impl::Result::kPermit>{}, token, &semaphore, std::optional<Millis>(lease),
+      std::optional<Millis>());
+}
+
+// Waits up to `wait` for a permit (like Semaphore::try_acquire(wait)): never
+// empty before `wait` has passed; a wait <= 0 is one attempt. Handler:
+// void(std::exception_ptr, std::optional<Permit>).
+template <class Token>
+auto async_try_acquire(const Semaphore& semaphore, Millis wait, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, std::optional<Permit>)>(
+      asio_impl::AcquireInitiation<asio_impl::Result::kOptionalPermit>{}, token, &semaphore,
+      std::optional<Millis>(), std::optional<Millis>(wait));
+}
+
+// As above, then a fixed `lease`. Handler:
+// void(std::exception_ptr, std::optional<Permit>).
+template <class Token>
+auto async_try_acquire(const Semaphore& semaphore, Millis wait, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, std::optional<Permit>)>(
+      asio_impl::AcquireInitiation<asio_impl::Result::kOptionalPermit>{}, token, &semaphore,
+      std::optional<Millis>(lease), std::optional<Millis>(wait));
 }
 
 }  // namespace dlock

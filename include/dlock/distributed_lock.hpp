@@ -65,11 +65,13 @@
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
+#include "dlock/semaphore.hpp"
 
 namespace dlock {
 
 namespace details {
 class Client;
+struct SemaphoreAccess;
 struct ClientAccess;  // the library's own tools (src/core/client_access.hpp)
 struct AsyncAccess;   // the asynchronous entry points (src/api/async.cpp)
 }
@@ -160,6 +162,12 @@ class DLOCK_API DatabaseDistributedLock {
   // serialized, so the count stays exact even if several threads use the
   // owner at once (each acquire still needs its unlock).
   [[nodiscard]] Lock get_lock(std::string name, Owner owner);
+  // A copyable handle on semaphore `name` with bound `permits` (see
+  // <dlock/semaphore.hpp>). Throws std::invalid_argument (no SQL) for a bad
+  // name, a bound outside 1..100,000, or an Options::table over 60
+  // characters (the semaphore table is named "<table>_sem"). The handle
+  // must not outlive this client.
+  [[nodiscard]] Semaphore get_semaphore(std::string name, std::uint32_t permits);
   // Ends `owner`'s pending asynchronous lock waits in this client (see
   // <dlock/asio.hpp>): each completes with Cancelled and holds nothing.
   // Waits that start later are not affected; neither are synchronous waits
@@ -172,6 +180,7 @@ class DLOCK_API DatabaseDistributedLock {
   friend struct details::ClientAccess;
   friend struct details::AsyncAccess;
   friend class Lock;
+  friend struct details::SemaphoreAccess;
   // For Lock: the same operations for an explicit owner id.
   bool acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                    std::optional<Millis> wait);

@@ -24,4 +24,5 @@
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock/version.hpp"

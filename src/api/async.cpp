@@ -13,6 +13,9 @@ struct AsyncAccess {
   static DatabaseDistributedLock* handle_client(const Lock& lock) { return lock.client_; }
   static Client& client(DatabaseDistributedLock* lock) { return *lock->client_; }
   static const std::string& name(const Lock& lock) { return lock.name_; }
+  static DatabaseDistributedLock* handle_client(const Semaphore& semaphore) { return semaphore.client_; }
+  static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
+  static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
   static std::uint64_t owner(const Lock& lock) {
     return lock.owner_ != 0 ? lock.owner_ : current_thread_id();
   }
@@ -36,7 +39,7 @@ std::exception_ptr shutting_down() {
 // Delivers `error` from a worker thread (never inside the initiating call).
 void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error) {
   client.async().post([completion = std::move(completion), error](bool run) mutable {
-    AsyncCompletion::finish(std::move(completion), run ? error : shutting_down(), false);
+    AsyncCompletion::finish(std::move(completion), run ? error : shutting_down(), 0);
   });
 }
 
@@ -69,9 +72,23 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
         error = std::current_exception();
       }
     }
-    AsyncCompletion::finish(std::move(completion), std::move(error), false);
+    AsyncCompletion::finish(std::move(completion), std::move(error), 0);
   };
   client.async().post(std::move(job));
+}
+
+AsyncOperationId start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
+                                     std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion) {
+  DatabaseDistributedLock* handle = AsyncAccess::handle_client(semaphore);
+  Client& client = AsyncAccess::client(handle);
+  AcquireRequest request;
+  try {
+    request = client.make_permit_request(AsyncAccess::name(semaphore), AsyncAccess::permits(semaphore), lease, wait);
+  } catch (...) {
+    fail_later(client, std::move(completion), std::current_exception());
+    return {};
+  }
+  return {handle, AsyncAcquire::start(client, std::move(request), std::move(completion))};
 }
 
 void cancel_async_operation(AsyncOperationId operation) noexcept {

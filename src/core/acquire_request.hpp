@@ -19,7 +19,13 @@ namespace dlock::details {
 
 struct AcquireRequest {
   std::string name;
-  std::uint64_t owner = 0;  // an Owner id, never 0
+  std::uint64_t owner = 0;  // an Owner id, never 0 (0 for a semaphore permit: permits have no owner)
+  // > 0: a permit of semaphore `name` under this bound, not a lock hold.
+  std::uint32_t permits = 0;
+  // The WaiterRegistry entry its waits use: the name for a lock; for a
+  // semaphore the name behind a NUL byte, which no lock name contains, so
+  // the namespaces never meet.
+  std::string waiter_key;
   Millis lease{0};          // watchdog_timeout in watchdog mode
   bool watchdog = true;
   bool single_attempt = false;  // a wait <= 0
@@ -35,6 +41,7 @@ struct AcquireStep {
   };
   Next next = Next::kGaveUp;
   std::chrono::microseconds wait{0};
+  std::uint64_t permit = 0;  // kAcquired for a semaphore: the permit's id
 };
 
 }  // namespace dlock::details

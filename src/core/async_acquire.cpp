@@ -17,7 +17,7 @@ std::uint64_t AsyncAcquire::start(Client& client, AcquireRequest request,
   if (!id) {
     // The client is being destroyed (the caller broke "the client must
     // outlive the operation"): nothing can run any more.
-    asio_impl::AsyncCompletion::finish(std::move(completion), cancelled_error(), false);
+    asio_impl::AsyncCompletion::finish(std::move(completion), cancelled_error(), 0);
     return 0;
   }
   const bool cancellable = !request.single_attempt;
@@ -34,7 +34,7 @@ AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request,
     : client_(client), request_(std::move(request)), completion_(std::move(completion)) {
   // Subscribed before the first attempt, as the synchronous driver is: a
   // release between a refused attempt and the park is kept as a permit.
-  if (!request_.single_attempt) subscription_.emplace(client_.waiters(), request_.name);
+  if (!request_.single_attempt) subscription_.emplace(client_.waiters(), request_.waiter_key);
 }
 
 void AsyncAcquire::post_step() {
@@ -42,7 +42,7 @@ void AsyncAcquire::post_step() {
 }
 
 void AsyncAcquire::step() {
-  if (cancelled_) return finish(cancelled_error(), false);
+  if (cancelled_) return finish(cancelled_error(), 0);
   AcquireStep next;
   std::exception_ptr error;
   try {
@@ -53,19 +53,20 @@ void AsyncAcquire::step() {
   }
   // Completed outside the handler: the exception is then only the
   // exception_ptr's, not also the runtime's while the caller reads it.
-  if (error) return finish(std::move(error), false);
+  if (error) return finish(std::move(error), 0);
   switch (next.next) {
     case AcquireStep::Next::kAcquired:
-      return finish(nullptr, true);
+      // A permit's id, or 1 for a lock hold.
+      return finish(nullptr, next.permit != 0 ? next.permit : 1);
     case AcquireStep::Next::kGaveUp:
-      return finish(nullptr, false);
+      return finish(nullptr, 0);
     case AcquireStep::Next::kWait:
       return park(next.wait);
   }
 }
 
 void AsyncAcquire::park(std::chrono::microseconds wait) {
-  if (cancelled_) return finish(cancelled_error(), false);
+  if (cancelled_) return finish(cancelled_error(), 0);
   const std::uint64_t park = ++parks_;
   const auto deadline = DeadlineQueue::Clock::now() + wait;
   if (!subscription_->park(shared_from_this())) {
@@ -106,13 +107,13 @@ void AsyncAcquire::cancel() {
   });
 }
 
-void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
+void AsyncAcquire::finish(std::exception_ptr error, std::uint64_t acquired) {
   // A woken park's queue entry, if any: dropped by this worker (it stays
   // hot for a moment after this job) rather than at the wake.
   if (parks_ != 0) client_.async().deadlines().remove(shared_from_this(), parks_);
   if (subscription_) {
     subscription_->unsubscribe();
-    client_.waiting_ended(request_.name);
+    client_.waiting_ended(request_.waiter_key);
   }
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.

@@ -54,7 +54,8 @@ class AsyncAcquire final : public WaiterRegistry::Parked,
   void step();  // on a worker
   void park(std::chrono::microseconds wait);
   void post_step();
-  void finish(std::exception_ptr error, bool acquired);
+  // `acquired`: 0, or what AsyncCompletion::complete takes (1, or a permit id).
+  void finish(std::exception_ptr error, std::uint64_t acquired);
 
   Client& client_;
   const AcquireRequest request_;

@@ -57,8 +57,7 @@ thread_local bool t_thread_affinity = true;
 Client::WarmestConnection::WarmestConnection() : previous_(t_thread_affinity) { t_thread_affinity = false; }
 Client::WarmestConnection::~WarmestConnection() { t_thread_affinity = previous_; }
 
-template <class Fn>
-auto Client::with_connection(Fn&& fn) {
+PooledConnection Client::pooled_connection() {
   // Each thread prefers the connection it used last. A hold's doorbell lives
   // on the session that acquired it, and the same thread usually unlocks: so
   // the unlock finds that session idle and can ring in its own statement.
@@ -69,7 +68,7 @@ auto Client::with_connection(Fn&& fn) {
   PooledConnection connection = pool_.acquire(t_thread_affinity && last_pool == &pool_ ? last_session : 0);
   last_pool = &pool_;
   last_session = connection->server_id();
-  return fn(*connection);
+  return connection;
 }
 
 LockRow Client::read_row(std::string_view name) {
@@ -92,6 +91,9 @@ Client::Client(Options options)
       pid_(static_cast<std::uint32_t>(::getpid())),
       table_(options_.table, logger_),
       pool_(ConnectionSettings::from(options_), options_.pool_size),
+      semaphores_(SemaphoreTable::name_for_fits(options_.table)
+                      ? std::make_unique<const SemaphoreTable>(options_.table, logger_)
+                      : nullptr),
       io_(io_settings(options_), logger_),
       async_(options_.pool_size) {
   // Connecting here makes an unreachable database fail at construction.
@@ -107,6 +109,10 @@ Client::Client(Options options)
             [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
   io_.every(options_.poll_interval, "polling waited-for locks",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
+  io_.every(renew_period(), "renewing semaphore permits",
+            [this](const IoThread::ConnectionSource& c) { renew_permits_tick(c); });
+  io_.every(options_.poll_interval, "polling waited-for semaphores",
+            [this](const IoThread::ConnectionSource& c) { poll_semaphores_tick(c); });
   if (options_.fast_wakeup) {
     // One GET_LOCK wait must end before the connection's read timeout.
     const auto io_seconds = (options_.io_timeout.count() + 999) / 1000;
@@ -144,14 +150,26 @@ Client::~Client() {
   doorbells_.reset();
   io_.stop();
   const auto holds = holds_.live();
-  if (holds.empty()) return;
-  try {
-    CallBudget budget(options_.io_timeout);
-    const auto released = with_connection([&](Connection& c) { return table_.release_all(c, holds); });
-    logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, released);
-  } catch (const std::exception& e) {
-    logger_->warn("dlock: client {} could not release {} hold(s) at shutdown; they expire with their leases: {}",
-                  machine_id_, holds.size(), e.what());
+  if (!holds.empty()) {
+    try {
+      CallBudget budget(options_.io_timeout);
+      const auto released = with_connection([&](Connection& c) { return table_.release_all(c, holds); });
+      logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, released);
+    } catch (const std::exception& e) {
+      logger_->warn("dlock: client {} could not release {} hold(s) at shutdown; they expire with their leases: {}",
+                    machine_id_, holds.size(), e.what());
+    }
+  }
+  const auto permits = permits_.live_ids();
+  if (!permits.empty() && semaphores_) {
+    try {
+      CallBudget budget(options_.io_timeout);
+      const auto released = with_connection([&](Connection& c) { return semaphores_->release_all(c, permits); });
+      logger_->debug("dlock: client {} released {} permit(s) at shutdown", machine_id_, released);
+    } catch (const std::exception& e) {
+      logger_->warn("dlock: client {} could not release {} permit(s) at shutdown; they expire with their leases: {}",
+                    machine_id_, permits.size(), e.what());
+    }
   }
 }
 
@@ -170,6 +188,7 @@ AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, 
   if (lease) validate_lease(*lease);
   AcquireRequest r;
   r.name = std::string(name);
+  r.waiter_key = r.name;
   r.owner = owner;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(options_.watchdog_timeout);
@@ -180,6 +199,7 @@ AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, 
 }
 
 AcquireStep Client::attempt_step(const AcquireRequest& r) {
+  if (r.permits != 0) return attempt_permit_step(r);
   AcquireStep step;
   const Attempt a = attempt(r.name, r.owner, r.lease, r.watchdog, !r.single_attempt);
   if (a.acquired) {
@@ -191,11 +211,16 @@ AcquireStep Client::attempt_step(const AcquireRequest& r) {
   // is for holders elsewhere. A row already free again needs no doorbell:
   // the retry comes in a millisecond.
   if (doorbells_ && a.held && !a.holder_is_local) doorbells_->arm(r.name);
+  return wait_step(r, a.ttl_us.value_or(0));
+}
+
+AcquireStep Client::wait_step(const AcquireRequest& r, std::int64_t ttl_us) {
+  AcquireStep step;  // kGaveUp
   // One millisecond past the holder's expiry, so the retry finds it expired.
-  Micros wait = Micros(std::max<std::int64_t>(0, a.ttl_us.value_or(0)) + 1000);
+  Micros wait = Micros(std::max<std::int64_t>(0, ttl_us) + 1000);
   if (!r.forever) {
     const auto left = std::chrono::duration_cast<Micros>(r.deadline - Clock::now());
-    if (left <= Micros::zero()) return step;  // kGaveUp
+    if (left <= Micros::zero()) return step;
     wait = std::min(wait, left);
   }
   step.next = AcquireStep::Next::kWait;
@@ -203,26 +228,30 @@ AcquireStep Client::attempt_step(const AcquireRequest& r) {
   return step;
 }
 
-void Client::waiting_ended(const std::string& name) {
-  if (doorbells_ && !waiters_.has(name)) doorbells_->disarm(name);
+void Client::waiting_ended(const std::string& key) {
+  if (is_semaphore_key(key)) return;  // semaphores have no doorbells
+  if (doorbells_ && !waiters_.has(key)) doorbells_->disarm(key);
 }
 
 bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                      std::optional<Millis> wait, const std::atomic<bool>* interrupted) {
-  const AcquireRequest request = make_request(name, owner, lease, wait);
-  if (request.single_attempt) return attempt_step(request).next == AcquireStep::Next::kAcquired;
+  return drive(make_request(name, owner, lease, wait), interrupted).next == AcquireStep::Next::kAcquired;
+}
+
+AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
+  if (request.single_attempt) return attempt_step(request);
   struct WaitingEnded {
     Client& client;
-    const std::string& name;
-    ~WaitingEnded() { client.waiting_ended(name); }
-  } waiting_ended{*this, request.name};
+    const std::string& key;
+    ~WaitingEnded() { client.waiting_ended(key); }
+  } waiting_ended{*this, request.waiter_key};
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
-  WaiterRegistry::Subscription subscription(waiters_, request.name);
+  WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
   for (;;) {
-    if (interrupted != nullptr && interrupted->load()) return false;
+    if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
     const AcquireStep step = attempt_step(request);
-    if (step.next != AcquireStep::Next::kWait) return step.next == AcquireStep::Next::kAcquired;
+    if (step.next != AcquireStep::Next::kWait) return step;
     subscription.wait_for(step.wait);
   }
 }
@@ -503,6 +532,10 @@ void Client::note_lost(std::string_view name, std::uint64_t owner, std::uint64_t
 
 void Client::report_lost(std::string_view name, std::uint64_t fence, const char* why) {
   logger_->warn("dlock: hold on {} (fence {}) lost: {}", printable(name), fence, why);
+  notify_lost(name, fence);
+}
+
+void Client::notify_lost(std::string_view name, std::uint64_t fence) {
   if (!options_.on_lock_lost || closing_) return;
   io_.post([this, owned = std::string(name), fence] {
     // The client may have started closing since this was posted.
@@ -646,7 +679,9 @@ void Client::renew_tick(const IoThread::ConnectionSource& connection) {
 }
 
 void Client::poll_tick(const IoThread::ConnectionSource& connection) {
-  const auto names = waiters_.names();
+  auto names = waiters_.names();
+  names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& k) { return is_semaphore_key(k); }),
+              names.end());
   if (names.empty()) return;
   CallBudget budget(options_.io_timeout);
   std::vector<std::string> free;

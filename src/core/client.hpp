@@ -42,6 +42,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "core/acquire_request.hpp"
 #include "core/async_operations.hpp"
@@ -52,7 +54,9 @@
 #include "core/hold_registry.hpp"
 #include "core/io_thread.hpp"
 #include "core/known_rows.hpp"
+#include "core/permit_registry.hpp"
 #include "sql/lock_table.hpp"
+#include "sql/semaphore_table.hpp"
 #include "wakeup/waiter_registry.hpp"
 
 namespace dlock::details {
@@ -87,9 +91,14 @@ class Client {
   // the doorbell of a holder in another client. Throws LockLostError,
   // BackendError.
   AcquireStep attempt_step(const AcquireRequest& request);
-  // A driver's waiter of `name` has unsubscribed: the last one frees the
-  // name's doorbell connection for other names.
-  void waiting_ended(const std::string& name);
+  // The synchronous driver for any request (a lock hold or a permit):
+  // attempts, blocking the calling thread between attempts on the request's
+  // WaiterRegistry entry. Returns the last step (kAcquired or kGaveUp).
+  AcquireStep drive(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // A driver's waiter under `key` (AcquireRequest::waiter_key) has
+  // unsubscribed: the last one of a lock name frees the name's doorbell
+  // connection for other names.
+  void waiting_ended(const std::string& key);
   WaiterRegistry& waiters() { return waiters_; }
   // While one exists on a thread, that thread's statements take the
   // warmest idle pooled connection (most recently returned) rather than the
@@ -121,6 +130,42 @@ class Client {
   int hold_count(std::string_view name, std::uint64_t owner);
   std::optional<Millis> remaining_ttl(std::string_view name);
   std::uint64_t fencing_token(std::string_view name, std::uint64_t owner);
+
+  // ------------------------------------------------ semaphores (client_semaphore.cpp)
+  //
+  // A permit is one slot row of the semaphore table (semaphore_table.hpp),
+  // owned by this client (no owner), registered in permits_ while held,
+  // renewed by the watchdog in one statement per tick for all watchdog-mode
+  // permits. Waiters use the WaiterRegistry under semaphore_key(name): a
+  // release in this client wakes one at once; the poller checks every
+  // waited-for semaphore in one statement per tick and wakes one waiter per
+  // semaphore with a free permit.
+
+  // Validates (std::invalid_argument, before any SQL: name, lease, a bound
+  // of 1..100,000, and a lock table name short enough to name the semaphore
+  // table after it) and fixes the deadline now.
+  AcquireRequest make_permit_request(std::string_view name, std::uint32_t permits, std::optional<Millis> lease,
+                                     std::optional<Millis> wait);
+  // Throws std::invalid_argument when `permits` is out of 1..100,000 or the
+  // semaphore table's name would be too long.
+  void validate_semaphore(std::uint32_t permits) const;
+  // Frees permit `id` of semaphore `name` and wakes a local waiter. Never
+  // throws: database trouble is logged (the lease will end); a permit found
+  // lost is logged and reported to on_lock_lost (fence 0). Unknown ids
+  // (already released) do nothing.
+  void release_permit(std::string_view name, std::uint64_t id) noexcept;
+  // Unexpired permits of `name`, read from the database.
+  std::uint32_t live_permits(std::string_view name);
+  // Frees every live permit of `name` and wakes its waiters here; returns
+  // how many were freed (operator tools).
+  std::size_t force_release_semaphore(std::string_view name);
+  // Every live permit in the database (operator tools).
+  std::vector<PermitRow> held_permits();
+  // The semaphore table, created (or checked) on first use. Throws
+  // BackendError.
+  const SemaphoreTable& semaphore_table();
+  static std::string semaphore_key(std::string_view name) { return std::string(1, '\0') + std::string(name); }
+  static bool is_semaphore_key(std::string_view key) { return !key.empty() && key.front() == '\0'; }
 
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
@@ -162,18 +207,41 @@ class Client {
   // none (detects and reports a loss). No SQL when there is no local hold.
   std::optional<Hold> confirmed_hold(std::string_view name, std::uint64_t owner, LockRow* row_out);
   void note_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation, const char* why);
+  // Logs a lost hold and notify_lost()s it.
   void report_lost(std::string_view name, std::uint64_t fence, const char* why);
+  // Calls Options::on_lock_lost on the io thread (unless closing).
+  void notify_lost(std::string_view name, std::uint64_t fence);
+  // Logs a lost permit and notify_lost()s it with fence 0.
+  void report_lost_permit(std::string_view name, const char* why);
   // Reads the row after an OutcomeUnknown, on a newly opened connection;
   // throws BackendError if even that fails.
   LockRow read_after_unknown(std::string_view name, const OutcomeUnknown& cause);
+  // A pooled connection for the calling thread (see WarmestConnection).
+  PooledConnection pooled_connection();
   template <class Fn>
-  auto with_connection(Fn&& fn);
+  auto with_connection(Fn&& fn) {
+    PooledConnection connection = pooled_connection();
+    return fn(*connection);
+  }
   // One read of the row. Reads change nothing, so a read whose connection
   // died is simply run again once on a fresh connection.
   LockRow read_row(std::string_view name);
   // The row read on a newly opened connection (after a connection fault,
   // when other pooled connections may be dead too).
   LockRow read_on_fresh_connection(std::string_view name);
+
+  // The waiting step after a refusal: until the holder's lease ends
+  // (`ttl_us`) plus a millisecond, or the caller's deadline; kGaveUp once
+  // the deadline has passed.
+  AcquireStep wait_step(const AcquireRequest& r, std::int64_t ttl_us);
+  // One attempt for a permit (attempt_step's semaphore half).
+  AcquireStep attempt_permit_step(const AcquireRequest& r);
+  // Takes a slot (or adds one) for `holder`, reconciling a lost connection
+  // by reading the permit's id. True: the permit is held.
+  bool take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder, std::int64_t lease_us,
+                   bool watchdog);
+  void renew_permits_tick(const IoThread::ConnectionSource& connection);
+  void poll_semaphores_tick(const IoThread::ConnectionSource& connection);
 
   // The watchdog's tick: a third of watchdog_timeout.
   Millis renew_period() const;
@@ -194,6 +262,16 @@ class Client {
   const LockTable table_;
   ConnectionPool pool_;
   HoldRegistry holds_;
+  // Null when the lock table's name leaves no room for the semaphore
+  // table's (get_semaphore then throws std::invalid_argument).
+  std::unique_ptr<const SemaphoreTable> semaphores_;
+  std::mutex semaphore_table_mutex_;
+  bool semaphore_table_ready_ = false;  // guarded by semaphore_table_mutex_
+  PermitRegistry permits_;
+  // The bound each waited-for semaphore was last asked with (the poller's
+  // "has a free permit" test).
+  std::mutex semaphore_bounds_mutex_;
+  std::unordered_map<std::string, std::uint32_t> semaphore_bounds_;
   WaiterRegistry waiters_;
   KnownRows known_rows_;
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest

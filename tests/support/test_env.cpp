@@ -72,7 +72,8 @@ std::string table_for_current_test(const std::string& hint) {
   // test itself: it gets a table of its own.
   std::string table = fast_wakeup_enabled() ? "t_" : "tq_";
   for (char c : raw) table.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  if (table.size() > 64) table = table.substr(0, 48) + "_" + std::to_string(std::hash<std::string>{}(table) % 100000);
+  // At most 60: the semaphore table is named "<table>_sem".
+  if (table.size() > 60) table = table.substr(0, 48) + "_" + std::to_string(std::hash<std::string>{}(table) % 100000);
   return table;
 }
 
@@ -102,6 +103,7 @@ Options fresh_options(const std::string& table_hint) {
   o.io_timeout = 5s;
   o.connect_timeout = 3s;
   execute_sql("DROP TABLE IF EXISTS `" + o.table + "`");
+  execute_sql("DROP TABLE IF EXISTS `" + o.table + "_sem`");
   return o;
 }
 

@@ -1,0 +1,261 @@
+// Client's semaphore half: permits are acquired by the same engine and
+// drivers as lock holds (attempt_step dispatches here), released by their
+// Permit, renewed by the watchdog, and polled for by waiters.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "api/validation.hpp"
+#include "core/client.hpp"
+#include "core/log_format.hpp"
+#include "core/thread_identity.hpp"
+
+namespace dlock::details {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Micros = std::chrono::microseconds;
+
+constexpr std::uint32_t kMaxPermits = 100'000;
+constexpr int kDuplicateKey = 1062;
+// Rounds of take/add when other clients keep adding the same slot first, or
+// a connection keeps dying mid-statement; then the attempt counts as refused.
+constexpr int kMaxTakeRounds = 4;
+
+std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
+
+}  // namespace
+
+void Client::validate_semaphore(std::uint32_t permits) const {
+  if (permits == 0 || permits > kMaxPermits) {
+    throw std::invalid_argument("dlock: a semaphore's permits must be 1.." + std::to_string(kMaxPermits) + ", not " +
+                                std::to_string(permits));
+  }
+  if (!semaphores_) SemaphoreTable::name_for(options_.table);  // throws, naming the table
+}
+
+AcquireRequest Client::make_permit_request(std::string_view name, std::uint32_t permits, std::optional<Millis> lease,
+                                           std::optional<Millis> wait) {
+  validate_semaphore(permits);
+  AcquireRequest r = make_request(name, 0, lease, wait);
+  r.permits = permits;
+  r.waiter_key = semaphore_key(name);
+  if (!r.single_attempt) {
+    std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
+    semaphore_bounds_[r.name] = permits;
+  }
+  return r;
+}
+
+const SemaphoreTable& Client::semaphore_table() {
+  if (!semaphores_) SemaphoreTable::name_for(options_.table);  // throws std::invalid_argument
+  std::lock_guard<std::mutex> guard(semaphore_table_mutex_);
+  if (!semaphore_table_ready_) {
+    // Made on first use: a client that never uses a semaphore adds nothing
+    // to the database, and one that does pays one statement once.
+    CallBudget budget(options_.io_timeout);
+    with_connection([&](Connection& c) {
+      if (options_.create_table) {
+        semaphores_->create_table(c);
+      } else {
+        semaphores_->check_schema(c);
+      }
+      return 0;
+    });
+    semaphore_table_ready_ = true;
+  }
+  return *semaphores_;
+}
+
+AcquireStep Client::attempt_permit_step(const AcquireRequest& r) {
+  const SemaphoreTable& table = semaphore_table();
+  CallBudget budget(options_.io_timeout);
+  const PermitHolder holder{machine_id_, new_hold_id(), host_, pid_};
+  const auto sent = Clock::now();
+  if (take_permit(r.name, r.permits, holder, micros(r.lease), r.watchdog)) {
+    permits_.add(holder.hold_id, HeldPermit{r.name, r.watchdog, false, sent + r.lease});
+    if (logger_->should_log(spdlog::level::debug))
+      logger_->debug("dlock: permit of semaphore {} acquired by {} ({})", printable(r.name), machine_id_,
+                     r.watchdog ? "watchdog" : "fixed lease");
+    AcquireStep step;
+    step.next = AcquireStep::Next::kAcquired;
+    step.permit = holder.hold_id;
+    return step;
+  }
+  if (r.single_attempt) return AcquireStep{};  // kGaveUp
+  // Every permit is held: wait for the first lease to end (or a wake).
+  SemaphoreUse use;
+  try {
+    use = with_connection([&](Connection& c) { return table.use(c, r.name); });
+  } catch (const OutcomeUnknown&) {
+    PooledConnection fresh = pool_.acquire_fresh();  // a read: safe to repeat
+    use = table.use(*fresh, r.name);
+  }
+  // Fewer live permits than the bound: one was freed since the take; retry
+  // at once (in a millisecond).
+  const std::int64_t ttl_us = use.live < r.permits ? 0 : use.next_expiry_us.value_or(0);
+  return wait_step(r, ttl_us);
+}
+
+bool Client::take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder,
+                         std::int64_t lease_us, bool watchdog) {
+  const SemaphoreTable& table = *semaphores_;
+  for (int round = 0; round < kMaxTakeRounds; ++round) {
+    try {
+      const auto grow = with_connection([&](Connection& c) {
+        if (table.take(c, name, permits, holder, lease_us, watchdog)) return SemaphoreTable::Grow::kGrown;
+        return table.grow(c, name, permits, holder, lease_us, watchdog);
+      });
+      if (grow == SemaphoreTable::Grow::kGrown) return true;
+      if (grow == SemaphoreTable::Grow::kFull) return false;
+      // kRaced: another client added that slot; take again.
+    } catch (const OutcomeUnknown& e) {
+      // The statement may or may not have run: the permit's id says. If it
+      // did not (yet), running it again is safe: the id is unique, so a
+      // late first run and the re-run cannot both take a slot (the second
+      // fails with a duplicate key, handled below).
+      logger_->warn("dlock: permit of semaphore {}: {}; reading whether it was taken", printable(name), e.what());
+      PooledConnection fresh = pool_.acquire_fresh();
+      if (table.read_permit(*fresh, holder.hold_id)) return true;
+    } catch (const BackendError& e) {
+      if (e.code() != kDuplicateKey) throw;
+      // The id is already in a row: an earlier run of this very take landed.
+      PooledConnection fresh = pool_.acquire_fresh();
+      if (table.read_permit(*fresh, holder.hold_id)) return true;
+    }
+  }
+  return false;
+}
+
+void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
+  try {
+    const auto held = permits_.remove(id);
+    if (!held) return;  // released before
+    if (held->lost) {
+      // Reported when it was found lost.
+      logger_->debug("dlock: released permit of semaphore {} had been lost", printable(name));
+      return;
+    }
+    bool released = false;
+    try {
+      CallBudget budget(options_.io_timeout);
+      try {
+        released = with_connection([&](Connection& c) { return semaphores_->release(c, id); });
+      } catch (const OutcomeUnknown&) {
+        // Still live: the release did not land; run it once more. Gone:
+        // it landed (or the lease had ended, which changes nothing now).
+        PooledConnection fresh = pool_.acquire_fresh();
+        released = !semaphores_->read_permit(*fresh, id) || semaphores_->release(*fresh, id);
+      }
+      if (!released) report_lost_permit(name, "its lease ran out or it was force-released");
+    } catch (const std::exception& e) {
+      logger_->warn("dlock: could not release a permit of semaphore {}; it is freed when its lease ends: {}",
+                    printable(name), e.what());
+    }
+    // A local waiter may take the freed slot now.
+    waiters_.wake_one(semaphore_key(name));
+  } catch (...) {
+    // Logging or allocation failed: the lease will end.
+  }
+}
+
+void Client::report_lost_permit(std::string_view name, const char* why) {
+  logger_->warn("dlock: permit of semaphore {} lost: {}", printable(name), why);
+  notify_lost(name, 0);
+}
+
+std::uint32_t Client::live_permits(std::string_view name) {
+  validate_name(name);
+  const SemaphoreTable& table = semaphore_table();
+  CallBudget budget(options_.io_timeout);
+  try {
+    return with_connection([&](Connection& c) { return table.use(c, name).live; });
+  } catch (const OutcomeUnknown&) {
+    PooledConnection fresh = pool_.acquire_fresh();
+    return table.use(*fresh, name).live;
+  }
+}
+
+std::size_t Client::force_release_semaphore(std::string_view name) {
+  validate_name(name);
+  const SemaphoreTable& table = semaphore_table();
+  CallBudget budget(options_.io_timeout);
+  const auto freed = with_connection([&](Connection& c) { return table.force_release(c, name); });
+  if (freed > 0) logger_->info("dlock: force-release of semaphore {} by {}: freed {} permit(s)", printable(name),
+                               machine_id_, freed);
+  waiters_.wake_all(semaphore_key(name));
+  return freed;
+}
+
+std::vector<PermitRow> Client::held_permits() {
+  const SemaphoreTable& table = semaphore_table();
+  CallBudget budget(options_.io_timeout);
+  return with_connection([&](Connection& c) { return table.read_held(c); });
+}
+
+void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
+  const auto refs = permits_.watchdog_permits();
+  if (refs.empty()) return;
+  CallBudget budget(std::min(options_.io_timeout, renew_period()));
+  const auto now = Clock::now();
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, deadline] : refs) {
+    if (deadline > now) {
+      ids.push_back(id);
+    } else if (auto name = permits_.mark_lost(id)) {
+      report_lost_permit(*name, "renewal failed past the lease");
+    }
+  }
+  if (ids.empty()) return;
+  const std::int64_t lease_us = micros(options_.watchdog_timeout);
+  auto sent = Clock::now();
+  std::size_t renewed = 0;
+  try {
+    renewed = semaphores_->renew(connection(), ids, lease_us);
+  } catch (const OutcomeUnknown&) {
+    // Extends only live permits of this client: safe to run again.
+    sent = Clock::now();
+    renewed = semaphores_->renew(connection(), ids, lease_us);
+  }
+  if (renewed == ids.size()) {
+    permits_.extend(ids, sent + options_.watchdog_timeout);
+    return;
+  }
+  // Fewer rows than permits: the ones no longer live were lost (the others
+  // were renewed by the statement above).
+  const auto live = semaphores_->live_among(connection(), ids);
+  permits_.extend(live, sent + options_.watchdog_timeout);
+  const std::unordered_set<std::uint64_t> live_set(live.begin(), live.end());
+  for (auto id : ids) {
+    if (live_set.count(id) != 0) continue;
+    if (auto name = permits_.mark_lost(id)) report_lost_permit(*name, "the watchdog found it expired or force-released");
+  }
+}
+
+void Client::poll_semaphores_tick(const IoThread::ConnectionSource& connection) {
+  std::vector<std::string> names;
+  for (const auto& key : waiters_.names())
+    if (is_semaphore_key(key)) names.push_back(key.substr(1));
+  if (names.empty() || !semaphores_) return;
+  CallBudget budget(options_.io_timeout);
+  std::vector<SemaphoreUse> uses;
+  try {
+    uses = semaphores_->use_many(connection(), names);
+  } catch (const OutcomeUnknown&) {
+    uses = semaphores_->use_many(connection(), names);  // a read: safe to repeat
+  }
+  for (const auto& use : uses) {
+    std::uint32_t bound = 0;
+    {
+      std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
+      auto it = semaphore_bounds_.find(use.name);
+      if (it != semaphore_bounds_.end()) bound = it->second;
+    }
+    if (use.live < bound) waiters_.wake_one(semaphore_key(use.name));
+  }
+}
+
+}  // namespace dlock::details
