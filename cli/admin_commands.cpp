@@ -9,6 +9,8 @@
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "sql/lock_table.hpp"
+#include "sql/semaphore_table.hpp"
+#include "semaphore_view.hpp"
 #include "lock_view.hpp"
 #include "core/log_format.hpp"
 
@@ -40,20 +42,7 @@ int with_table(const Options& options, Body&& body) {
   }
 }
 
-void print_table(const std::vector<details::LockRow>& rows) {
-  std::vector<std::vector<std::string>> cells;
-  cells.push_back({"NAME", "HOLDER", "HOST", "PID", "HELD FOR", "EXPIRES IN", "RENEWAL", "COUNT", "FENCE"});
-  const auto ms = [](std::optional<std::int64_t> us) { return Millis(std::max<std::int64_t>(0, us.value_or(0) / 1000)); };
-  for (const auto& row : rows) {
-    if (!row.held) {
-      cells.push_back({readable_name(row.name), "-", "-", "-", "-", "-", "-", "0", std::to_string(row.fence)});
-      continue;
-    }
-    cells.push_back({readable_name(row.name), readable_name(row.machine) + "/" + std::to_string(row.thread),
-                     readable_name(row.host), std::to_string(row.pid),
-                     row.held_for_us ? format_duration(ms(row.held_for_us)) : "-", format_duration(ms(row.ttl_us)),
-                     row.watchdog ? "watchdog" : "fixed", std::to_string(row.state), std::to_string(row.fence)});
-  }
+void print_cells(const std::vector<std::vector<std::string>>& cells) {
   // Column widths in characters, not bytes (UTF-8 continuation bytes take no column).
   const auto columns = [](const std::string& text) {
     return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
@@ -71,6 +60,45 @@ void print_table(const std::vector<details::LockRow>& rows) {
     }
     std::cout << line << "\n";
   }
+}
+
+void print_table(const std::vector<details::LockRow>& rows) {
+  std::vector<std::vector<std::string>> cells;
+  cells.push_back({"NAME", "HOLDER", "HOST", "PID", "HELD FOR", "EXPIRES IN", "RENEWAL", "COUNT", "FENCE"});
+  const auto ms = [](std::optional<std::int64_t> us) { return Millis(std::max<std::int64_t>(0, us.value_or(0) / 1000)); };
+  for (const auto& row : rows) {
+    if (!row.held) {
+      cells.push_back({readable_name(row.name), "-", "-", "-", "-", "-", "-", "0", std::to_string(row.fence)});
+      continue;
+    }
+    cells.push_back({readable_name(row.name), readable_name(row.machine) + "/" + std::to_string(row.thread),
+                     readable_name(row.host), std::to_string(row.pid),
+                     row.held_for_us ? format_duration(ms(row.held_for_us)) : "-", format_duration(ms(row.ttl_us)),
+                     row.watchdog ? "watchdog" : "fixed", std::to_string(row.state), std::to_string(row.fence)});
+  }
+  print_cells(cells);
+}
+
+// Semaphores with live permits (among `names`, when given). None when the
+// semaphore table does not exist (no client has used a semaphore yet).
+std::vector<SemaphoreView> semaphore_views(details::Connection& c, const Options& options,
+                                           const std::vector<std::string>& names) {
+  const details::SemaphoreTable table(options.table);
+  try {
+    table.check_schema(c);
+  } catch (const BackendError& e) {
+    if (e.code() == 1146) return {};
+    throw;
+  }
+  auto views = group_permits(table.read_held(c));
+  if (!names.empty()) {
+    views.erase(std::remove_if(views.begin(), views.end(),
+                               [&](const SemaphoreView& v) {
+                                 return std::find(names.begin(), names.end(), v.name) == names.end();
+                               }),
+                views.end());
+  }
+  return views;
 }
 
 int status_rows(const Options& options, const std::vector<std::string>& names, bool json) {
@@ -92,14 +120,39 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
       }
     }
   }
+  const auto semaphores = semaphore_views(*c, options, names);
   if (json) {
     for (const auto& row : rows) std::cout << row_json(row) << "\n";
-  } else if (rows.empty()) {
+    for (const auto& view : semaphores) std::cout << semaphore_json(view) << "\n";
+    return kExitOk;
+  }
+  if (rows.empty()) {
     std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
   } else {
     print_table(rows);
   }
+  if (!semaphores.empty()) {
+    std::cout << "\n";
+    print_cells(semaphore_cells(semaphores));
+  }
   return kExitOk;
+}
+
+int force_release_semaphores(const Options& options, const std::vector<std::string>& names) {
+  auto c = connect(options);
+  const details::SemaphoreTable table(options.table);
+  table.check_schema(*c);
+  int rc = kExitOk;
+  for (const auto& name : names) {
+    const std::size_t freed = table.force_release(*c, name);
+    if (freed > 0) {
+      std::cout << "freed " << freed << " permit(s) of semaphore " << readable_name(name) << "\n";
+    } else {
+      std::cerr << "dlock: semaphore " << readable_name(name) << " had no live permit\n";
+      rc = kExitConflict;
+    }
+  }
+  return rc;
 }
 
 int force_unlock_rows(const Options& options, const std::vector<std::string>& names) {
@@ -121,20 +174,36 @@ int force_unlock_rows(const Options& options, const std::vector<std::string>& na
 
 }  // namespace
 
-std::string schema_sql(const std::string& table) { return details::LockTable(table).create_table_sql() + ";"; }
+std::string schema_sql(const std::string& table) {
+  std::string sql = details::LockTable(table).create_table_sql() + ";";
+  // A lock table name over 60 characters leaves no room for "<table>_sem":
+  // such a deployment has no semaphores.
+  if (details::SemaphoreTable::name_for_fits(table)) sql += "\n\n" + details::SemaphoreTable(table).create_table_sql() + ";";
+  return sql;
+}
 
 int status_command(const Options& options, const std::vector<std::string>& names, bool json) {
   return with_table(options, [&] { return status_rows(options, names, json); });
 }
 
-int force_unlock_command(const Options& options, const std::vector<std::string>& names) {
+int force_unlock_command(const Options& options, const std::vector<std::string>& names, bool semaphores) {
+  if (semaphores) return force_release_semaphores(options, names);
   return with_table(options, [&] { return force_unlock_rows(options, names); });
 }
 
 int init_command(const Options& options) {
   auto c = connect(options);
   details::LockTable(options.table).create_table(*c);
-  std::cout << "lock table " << options.database << "." << options.table << " is ready (created or upgraded as needed)\n";
+  if (!details::SemaphoreTable::name_for_fits(options.table)) {
+    std::cout << "lock table " << options.database << "." << options.table
+              << " is ready (created or upgraded as needed); no semaphore table: the lock table's name is over 60 "
+                 "characters\n";
+    return kExitOk;
+  }
+  const details::SemaphoreTable semaphores(options.table);
+  semaphores.create_table(*c);
+  std::cout << "lock table " << options.database << "." << options.table << " and semaphore table "
+            << options.database << "." << semaphores.table() << " are ready (created or upgraded as needed)\n";
   return kExitOk;
 }
 

@@ -12,7 +12,8 @@ namespace dlock::cli {
 // Held rows (no names) or the named rows, free or not. Returns an exit code.
 int status_command(const Options& options, const std::vector<std::string>& names, bool json);
 // Clears each name's holder; exit 1 if any name was not held.
-int force_unlock_command(const Options& options, const std::vector<std::string>& names);
+// `semaphores`: the names are semaphores; every live permit of each is freed.
+int force_unlock_command(const Options& options, const std::vector<std::string>& names, bool semaphores);
 // Creates the table (idempotent).
 int init_command(const Options& options);
 // The CREATE TABLE statement for `table`.

@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
                                        "give up after this long: seconds (5, 0.5) or 500ms, 1m30s (default: forever)");
   run_cmd->add_flag("-n,--nonblock,--no-wait", no_wait, "one attempt; do not wait")->excludes(wait_opt);
   run_cmd->add_option("--lease", lease_text, "fixed lease, no renewal (default: watchdog-renewed lease)");
+  run_cmd->add_option("--permits", run.permits,
+                      "hold one permit of semaphore NAME with this bound (1..100000) instead of lock NAME")
+      ->check(CLI::Range(1, 100000));
   run_cmd->add_option("-E,--conflict-exit-code", run.conflict_exit_code,
                       "exit code when the lock is not had (default 1)")
       ->check(CLI::Range(0, 255));
@@ -127,13 +130,14 @@ int main(int argc, char** argv) {
       "       dlock run [OPTIONS] -c 'SHELL COMMAND' NAME\n"
       "Everything after NAME is the command, its options included (a `--` right after NAME\n"
       "is dropped). The command gets DLOCK_NAME and DLOCK_FENCE (the fencing token) in its\n"
-      "environment and runs in a process group of its own; SIGINT, SIGTERM and SIGHUP sent\n"
+      "environment (with --permits: DLOCK_FENCE is the slot's token, DLOCK_SLOT the slot)\n"
+      "and runs in a process group of its own; SIGINT, SIGTERM and SIGHUP sent\n"
       "to dlock are forwarded to that group. Exit 126/127: the command is not executable /\n"
       "not found.");
 
   bool json = false;
   std::vector<std::string> status_names;
-  auto* status_cmd = app.add_subcommand("status", "show held locks, or the named ones");
+  auto* status_cmd = app.add_subcommand("status", "show held locks and semaphores, or the named ones");
   status_cmd->add_flag("--json", json, "one JSON object per line");
   bool status_hex = false;
   status_cmd->add_flag("--hex", status_hex, "the names are given in hex (the name_hex of status --json)");
@@ -143,11 +147,13 @@ int main(int argc, char** argv) {
   auto* force_cmd = app.add_subcommand("force-unlock", "clear the holders of the named locks");
   force_cmd->add_option("names", force_names, "lock names")->required();
   bool force_hex = false;
+  bool force_semaphore = false;
+  force_cmd->add_flag("--semaphore", force_semaphore, "the names are semaphores: free every live permit of each");
   force_cmd->add_flag("--hex", force_hex, "the names are given in hex (the name_hex of status --json)");
 
   bool print_sql = false;
-  auto* init_cmd = app.add_subcommand("init", "create the lock table (idempotent)");
-  init_cmd->add_flag("--print-sql", print_sql, "print the CREATE TABLE statement instead of running it");
+  auto* init_cmd = app.add_subcommand("init", "create the lock and semaphore tables (idempotent)");
+  init_cmd->add_flag("--print-sql", print_sql, "print the CREATE TABLE statements instead of running them");
 
   try {
     app.parse(argc, argv);
@@ -203,7 +209,7 @@ int main(int argc, char** argv) {
       if (force_hex)
         for (auto& n : force_names) n = from_hex(n);
       validate_names(force_names);
-      return force_unlock_command(options, force_names);
+      return force_unlock_command(options, force_names, force_semaphore);
     }
     return init_command(options);
   } catch (const std::invalid_argument& e) {

@@ -51,6 +51,7 @@
 #include <cstring>
 #include <iostream>
 #include <thread>
+#include <utility>
 
 #include "core/client_access.hpp"
 #include "duration.hpp"
@@ -111,7 +112,9 @@ int exit_code_of(int status) {
 std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fence) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "DLOCK_NAME=", 11) == 0 || std::strncmp(*e, "DLOCK_FENCE=", 12) == 0) continue;
+    if (std::strncmp(*e, "DLOCK_NAME=", 11) == 0 || std::strncmp(*e, "DLOCK_FENCE=", 12) == 0 ||
+        std::strncmp(*e, "DLOCK_SLOT=", 11) == 0)
+      continue;
     env.emplace_back(*e);
   }
   env.push_back("DLOCK_NAME=" + args.name);
@@ -297,6 +300,80 @@ int reap(pid_t keeper) {
   }
 }
 
+// What dlock holds while the command runs: the lock NAME, or one permit of
+// the semaphore NAME (--permits).
+class Held {
+ public:
+  Held(DatabaseDistributedLock& client, const RunArgs& args)
+      : client_(client), core_(details::ClientAccess::of(client)), args_(args) {}
+
+  // One wait with the library's own deadline (its doorbell and poller), not
+  // a series of short waits that re-arm them every time. False: not had
+  // (refused, timed out, or `interrupted`).
+  bool acquire(const std::atomic<bool>& interrupted) {
+    const bool once = args_.wait && *args_.wait <= Millis::zero();
+    if (args_.permits == 0) {
+      return core_.acquire(args_.name, Owner::this_thread().id(), args_.lease, args_.wait,
+                           once ? nullptr : &interrupted);
+    }
+    const details::AcquireStep step =
+        core_.drive(core_.make_permit_request(args_.name, args_.permits, args_.lease, args_.wait),
+                    once ? nullptr : &interrupted);
+    permit_ = step.permit;
+    return step.next == details::AcquireStep::Next::kAcquired;
+  }
+  // Ends a wait in acquire() (from the signal thread).
+  void interrupt() {
+    core_.interrupt_waits(args_.permits == 0 ? args_.name : details::Client::semaphore_key(args_.name));
+  }
+  // Who has it, for the refusal message.
+  std::string holders() {
+    try {
+      if (args_.permits == 0) {
+        const details::LockRow row = core_.inspect(args_.name);
+        if (row.held) return holder_summary(row);
+      } else {
+        return std::to_string(core_.live_permits(args_.name)) + " permit holder(s) (bound " +
+               std::to_string(args_.permits) + ")";
+      }
+    } catch (const BackendError&) {
+      // Who it was is a courtesy; the exit code says what matters.
+    }
+    return "another owner";
+  }
+  // The fencing token: the lock's, or the permit's slot's.
+  std::uint64_t fence() {
+    if (args_.permits == 0) return client_.fencing_token(args_.name);
+    const auto row = core_.permit_row(permit_);
+    return row ? row->fence : 0;
+  }
+  // The permit's slot (0 for a lock).
+  std::uint32_t slot() {
+    if (args_.permits == 0) return 0;
+    const auto row = core_.permit_row(permit_);
+    return row ? row->slot : 0;
+  }
+  // Throws BackendError when it cannot tell.
+  bool still_held() {
+    if (args_.permits == 0) return client_.is_held_by_current_thread(args_.name);
+    return core_.permit_row(permit_).has_value();
+  }
+  void release() {
+    if (args_.permits == 0) {
+      client_.unlock(args_.name);  // never throws for database trouble
+    } else {
+      core_.release_permit(args_.name, std::exchange(permit_, 0));
+    }
+  }
+  const char* what() const { return args_.permits == 0 ? "the lock" : "the permit"; }
+
+ private:
+  DatabaseDistributedLock& client_;
+  details::Client& core_;
+  const RunArgs& args_;
+  std::uint64_t permit_ = 0;
+};
+
 }  // namespace
 
 int run_command(Options options, const RunArgs& args) {
@@ -312,7 +389,7 @@ int run_command(Options options, const RunArgs& args) {
     if (name == args.name) lost = true;
   };
   DatabaseDistributedLock client(options);
-  details::Client& core = details::ClientAccess::of(client);
+  Held held(client, args);
 
   std::atomic<int> pending{0};
   std::atomic<bool> interrupted{false};
@@ -321,29 +398,16 @@ int run_command(Options options, const RunArgs& args) {
     pending = sig;
     if (waiting) {
       interrupted = true;
-      core.interrupt_waits(args.name);
+      held.interrupt();
     }
   });
 
-  // One wait with the library's own deadline (its doorbell and poller), not
-  // a series of short waits that re-arm them every time.
-  bool acquired = false;
-  if (args.wait && *args.wait <= Millis::zero()) {
-    acquired = core.acquire(args.name, Owner::this_thread().id(), args.lease, Millis::zero());
-  } else {
-    acquired = core.acquire(args.name, Owner::this_thread().id(), args.lease, args.wait, &interrupted);
-  }
+  const bool acquired = held.acquire(interrupted);
   waiting = false;
   if (!acquired) {
     if (interrupted) return 128 + pending.load();
-    std::string holder = "another owner";
-    try {
-      const details::LockRow row = core.inspect(args.name);
-      if (row.held) holder = holder_summary(row);
-    } catch (const BackendError&) {
-      // Who it was is a courtesy; the exit code says what matters.
-    }
-    std::cerr << "dlock: " << readable_name(args.name) << " is held by " << holder
+    std::cerr << "dlock: " << (args.permits == 0 ? "" : "semaphore ") << readable_name(args.name) << " is held by "
+              << held.holders()
               << (args.wait && *args.wait > Millis::zero() ? "; gave up after " + format_duration(*args.wait) : "")
               << "\n";
     return args.conflict_exit_code;
@@ -354,14 +418,15 @@ int run_command(Options options, const RunArgs& args) {
   launch.path = resolve(args.command[0], resolve_error);
   if (resolve_error != 0) {
     std::cerr << "dlock: cannot run " << args.command[0] << ": " << std::strerror(resolve_error) << "\n";
-    client.unlock(args.name);
+    held.release();
     return resolve_error == ENOENT ? 127 : 126;
   }
-  const std::uint64_t fence = client.fencing_token(args.name);
+  const std::uint64_t fence = held.fence();
   launch.argv_storage = args.command;
   for (auto& a : launch.argv_storage) launch.argv.push_back(a.data());
   launch.argv.push_back(nullptr);
   launch.env_storage = child_environment(args, fence);
+  if (args.permits != 0) launch.env_storage.push_back("DLOCK_SLOT=" + std::to_string(held.slot()));
   for (auto& e : launch.env_storage) launch.envp.push_back(e.data());
   launch.envp.push_back(nullptr);
   launch.take_terminal = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
@@ -369,7 +434,7 @@ int run_command(Options options, const RunArgs& args) {
   const Spawned child = spawn(launch);
   if (child.keeper < 0) {
     std::cerr << "dlock: cannot start " << args.command[0] << ": " << std::strerror(errno) << "\n";
-    client.unlock(args.name);
+    held.release();
     return 126;
   }
   const pid_t group = child.keeper;
@@ -388,13 +453,13 @@ int run_command(Options options, const RunArgs& args) {
       } else if (now >= next_check) {
         next_check = now + args.check_interval;
         try {
-          if (!client.is_held_by_current_thread(args.name)) lost_why = "it was force-unlocked or its lease ran out";
+          if (!held.still_held()) lost_why = "it was force-unlocked or its lease ran out";
         } catch (const BackendError&) {
           // Cannot confirm right now; the lease decides (the watchdog reports).
         }
       }
       if (lost_why != nullptr) {
-        std::cerr << "dlock: lost the lock on " << readable_name(args.name) << " (fence " << fence
+        std::cerr << "dlock: lost " << held.what() << " on " << readable_name(args.name) << " (fence " << fence
                   << "): " << lost_why << "; terminating the command (SIGKILL after "
                   << format_duration(args.kill_after) << ")\n";
         ::kill(-group, SIGTERM);
@@ -413,7 +478,7 @@ int run_command(Options options, const RunArgs& args) {
   ::close(child.lifeline_fd);
   if (launch.take_terminal) take_terminal();  // dlock's group again
   const int status = command_status(child, keeper_status);
-  client.unlock(args.name);  // never throws for database trouble
+  held.release();  // never throws for database trouble
   return lost_why != nullptr ? kExitLockLost : exit_code_of(status);
 }
 

@@ -1,8 +1,10 @@
-// `dlock run`: hold a lock while a command runs, like flock(1).
+// `dlock run`: hold a lock (or a semaphore permit) while a command runs,
+// like flock(1).
 #pragma once
 
 #include <dlock/options.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,9 @@ namespace dlock::cli {
 
 struct RunArgs {
   std::string name;
+  // > 0 (--permits N): hold one permit of semaphore `name` with bound N
+  // instead of the lock `name`.
+  std::uint32_t permits = 0;
   // nullopt: wait forever; zero: one attempt (--no-wait).
   std::optional<Millis> wait;
   // nullopt: watchdog mode.

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,82 @@ TEST_F(Cli, VerboseOutputHasOnePrefixAndNoEscapeCodesInAPipe) {
   EXPECT_NE(out.find("dlock: "), std::string::npos) << out;
   EXPECT_EQ(out.find("[dlock]"), std::string::npos) << out;
   EXPECT_EQ(out.find("\x1b["), std::string::npos) << "escape codes in a pipe:\n" << out;
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+TEST_F(Cli, RunWithPermitsHoldsOneSemaphorePermit) {
+  Options o = options_;
+  o.machine_id = "sem-holder";
+  DatabaseDistributedLock holder(o);
+  Semaphore s = holder.get_semaphore("jobs", 2);
+  Permit first = s.acquire();
+
+  // One permit left: the command gets it, with its slot and the slot's token.
+  auto [out, code] = run(args({"run", "--permits", "2", "jobs", "sh", "-c", "echo slot=$DLOCK_SLOT fence=$DLOCK_FENCE"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("slot=1 fence="), std::string::npos) << out;
+  EXPECT_EQ(s.available_permits(), 1u) << "the command's permit was released";
+
+  // The lock of the same name is another namespace.
+  std::tie(out, code) = run(args({"run", "-n", "jobs", "true"}));
+  EXPECT_EQ(code, 0) << out;
+
+  // Every permit held: a conflict, naming the semaphore.
+  Permit second = s.acquire();
+  std::tie(out, code) = run(args({"run", "-n", "--permits", "2", "jobs", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("semaphore jobs is held by 2 permit holder(s) (bound 2)"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"run", "--permits", "0", "jobs", "true"}));
+  EXPECT_EQ(code, 2) << "a bound outside 1..100000 is a usage error: " << out;
+
+  // status lists it, in text and JSON.
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("SEMAPHORE"), std::string::npos) << out;
+  EXPECT_NE(out.find("2/2"), std::string::npos) << out;
+  EXPECT_NE(out.find("sem-holder"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"status", "--json", "jobs"}));
+  EXPECT_EQ(code, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("kind") || j["kind"] != "semaphore") continue;
+    seen = true;
+    EXPECT_EQ(j["name"], "jobs");
+    EXPECT_EQ(j["holders"], 2);
+    EXPECT_EQ(j["bound"], 2);
+    ASSERT_EQ(j["permits"].size(), 2u);
+    EXPECT_EQ(j["permits"][0]["machine_id"], "sem-holder");
+    EXPECT_TRUE(j["permits"][0]["watchdog"].get<bool>());
+  }
+  EXPECT_TRUE(seen) << out;
+
+  // force-unlock --semaphore frees every permit; the holders learn at release.
+  std::tie(out, code) = run(args({"force-unlock", "--semaphore", "jobs"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("freed 2 permit(s) of semaphore jobs"), std::string::npos) << out;
+  EXPECT_EQ(s.available_permits(), 2u);
+  std::tie(out, code) = run(args({"force-unlock", "--semaphore", "jobs"}));
+  EXPECT_EQ(code, 1) << "nothing to free: " << out;
+}
+
+TEST_F(Cli, InitCreatesAndPrintsBothTables) {
+  auto [out, code] = run(args({"init", "--print-sql"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + "`"), std::string::npos) << out;
+  EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + "_sem`"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"init"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND "
+                               "TABLE_NAME = '" + options_.table + "_sem'"),
+            "1");
 }
 
 }  // namespace

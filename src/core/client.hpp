@@ -159,6 +159,9 @@ class Client {
   // Frees every live permit of `name` and wakes its waiters here; returns
   // how many were freed (operator tools).
   std::size_t force_release_semaphore(std::string_view name);
+  // The slot row of live permit `id`, or nullopt when it is not live
+  // (operator tools; one read).
+  std::optional<PermitRow> permit_row(std::uint64_t id);
   // Every live permit in the database (operator tools).
   std::vector<PermitRow> held_permits();
   // The semaphore table, created (or checked) on first use. Throws

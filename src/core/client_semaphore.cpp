@@ -190,6 +190,17 @@ std::size_t Client::force_release_semaphore(std::string_view name) {
   return freed;
 }
 
+std::optional<PermitRow> Client::permit_row(std::uint64_t id) {
+  const SemaphoreTable& table = semaphore_table();
+  CallBudget budget(options_.io_timeout);
+  try {
+    return with_connection([&](Connection& c) { return table.read_permit(c, id); });
+  } catch (const OutcomeUnknown&) {
+    PooledConnection fresh = pool_.acquire_fresh();
+    return table.read_permit(*fresh, id);
+  }
+}
+
 std::vector<PermitRow> Client::held_permits() {
   const SemaphoreTable& table = semaphore_table();
   CallBudget budget(options_.io_timeout);
