@@ -1,10 +1,14 @@
--- dlock lock table (MySQL 8.0 / MariaDB 10.6+).
+-- dlock tables (MySQL 8.0 / MariaDB 10.6+): the lock table and the semaphore table.
 -- The library creates it itself when Options::create_table is true (the
 -- default). Apply this file instead where the account has no DDL rights; the
 -- table name may be changed (Options::table), nothing else.
 -- A table created by dlock 0.1.0 lacks hold_id, holder_host, holder_pid and
 -- acquired_at; `dlock init` (or a client with create_table on) adds the
 -- missing ones in place with one ALTER TABLE.
+-- The semaphore table is named "<lock table>_sem"; the library makes it on a
+-- client's first semaphore use (or `dlock init` does). One row per slot of a
+-- semaphore, 0 .. bound-1, never deleted; a held permit is a slot carrying
+-- the permit's id and an unexpired lease.
 CREATE TABLE IF NOT EXISTS `distributed_lock` (
   lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',
   machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',
@@ -22,3 +26,21 @@ CREATE TABLE IF NOT EXISTS `distributed_lock` (
   gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
   PRIMARY KEY (lock_name)
 ) ENGINE=InnoDB COMMENT='dlock: one row per lock name, never deleted';
+
+CREATE TABLE IF NOT EXISTS `distributed_lock_sem` (
+  sem_name     VARBINARY(255)  NOT NULL COMMENT 'semaphore name; bytes, compared exactly',
+  slot         INT UNSIGNED    NOT NULL COMMENT '0 .. bound-1; holds at most one permit',
+  permits      INT UNSIGNED    NOT NULL DEFAULT 0 COMMENT 'the bound its holder acquired under',
+  hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the permit held here; NULL when free',
+  machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',
+  holder_host  VARBINARY(255)  NULL     COMMENT 'host name of the holding client',
+  holder_pid   INT UNSIGNED    NULL     COMMENT 'process id of the holding client',
+  acquired_at  DATETIME(6)     NULL     COMMENT 'server clock (UTC): when the permit was taken',
+  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',
+  expire_time  DATETIME(6)     NULL     COMMENT 'server clock (UTC); the permit is void from then',
+  fence        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'bumped by every take of this slot',
+  gmt_create   DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (sem_name, slot),
+  UNIQUE KEY uk_hold_id (hold_id)
+) ENGINE=InnoDB COMMENT='dlock: semaphore slots, one permit each; rows never deleted';

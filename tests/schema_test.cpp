@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sql/lock_table.hpp"
+#include "sql/semaphore_table.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -17,9 +18,10 @@ TEST(Schema, ShippedSqlMatchesTheLibrary) {
   ASSERT_TRUE(in.good());
   std::stringstream text;
   text << in.rdbuf();
-  const std::string expected = details::LockTable("distributed_lock").create_table_sql() + ";\n";
+  const std::string expected = details::LockTable("distributed_lock").create_table_sql() + ";\n\n" +
+                               details::SemaphoreTable("distributed_lock").create_table_sql() + ";\n";
   EXPECT_NE(text.str().find(expected), std::string::npos)
-      << "sql/schema.sql is out of date; it must contain LockTable::create_table_sql() verbatim:\n"
+      << "sql/schema.sql is out of date; it must contain both tables' create_table_sql() verbatim:\n"
       << expected;
 }
 
