@@ -152,6 +152,32 @@ TEST(Semaphore, PermitIsMoveOnlyAndReleasesExactlyOnce) {
   EXPECT_TRUE(empty.name().empty());
 }
 
+TEST(Semaphore, EachPermitHasASlotBelowTheBoundAndTheSlotsTokenGrows) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  Semaphore sa = a.get_semaphore("slots", 2);
+  Semaphore sb = b.get_semaphore("slots", 2);
+  Permit first = sa.acquire();
+  Permit second = sb.acquire();
+  EXPECT_NE(first.slot(), second.slot());
+  EXPECT_LT(first.slot(), 2u);
+  EXPECT_LT(second.slot(), 2u);
+  const std::uint32_t slot = first.slot();
+  const std::uint64_t token = first.fencing_token();
+  EXPECT_GT(token, 0u);
+  first.release();
+  EXPECT_EQ(first.fencing_token(), 0u) << "a released permit has no token";
+  // The freed slot is the only one: its next take gets a greater token,
+  // in whichever client.
+  Permit again = sb.acquire();
+  EXPECT_EQ(again.slot(), slot);
+  EXPECT_GT(again.fencing_token(), token);
+  Permit moved(std::move(again));
+  EXPECT_EQ(moved.slot(), slot);
+  EXPECT_EQ(again.fencing_token(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is specified
+}
+
 TEST(Semaphore, AvailablePermitsCountsEveryClientAndNeverGoesBelowZero) {
   const Options o = fresh_options();
   DatabaseDistributedLock a(o);

@@ -84,6 +84,16 @@ class DLOCK_API Permit {
   void release() noexcept;
   // False after release(), a move, or for a default-constructed permit.
   [[nodiscard]] bool held() const noexcept { return id_ != 0; }
+  // A semaphore of N permits is N slots, each taken by one permit at a
+  // time. The slot this permit occupies (0 .. bound-1), and its fencing
+  // token: every take of a slot gets a token greater than any earlier take
+  // of that slot, so a resource guarded per slot can refuse a late writer
+  // whose lease was lost. One read the first time either is asked, then
+  // kept for the life of the permit (they never change while it is held).
+  // A permit not held, or whose lease had run out at that read: slot 0,
+  // token 0 (not kept). Throws BackendError.
+  [[nodiscard]] std::uint32_t slot();
+  [[nodiscard]] std::uint64_t fencing_token();
   // The semaphore's name (empty for a default-constructed permit).
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
@@ -92,10 +102,14 @@ class DLOCK_API Permit {
   friend struct asio_impl::PermitAccess;
   Permit(DatabaseDistributedLock* client, std::string name, std::uint64_t id) noexcept
       : client_(client), name_(std::move(name)), id_(id) {}
+  // Reads the slot and token once.
+  void read_slot();
 
   DatabaseDistributedLock* client_ = nullptr;
   std::string name_;
   std::uint64_t id_ = 0;  // 0: holds nothing
+  std::uint32_t slot_ = 0;
+  std::uint64_t fence_ = 0;  // 0 until read
 };
 
 // Cheap copyable handle bound to one client, one name and one bound. Must

@@ -26,7 +26,11 @@ Semaphore DatabaseDistributedLock::get_semaphore(std::string name, std::uint32_t
 }
 
 Permit::Permit(Permit&& other) noexcept
-    : client_(std::exchange(other.client_, nullptr)), name_(std::move(other.name_)), id_(std::exchange(other.id_, 0)) {}
+    : client_(std::exchange(other.client_, nullptr)),
+      name_(std::move(other.name_)),
+      id_(std::exchange(other.id_, 0)),
+      slot_(std::exchange(other.slot_, 0)),
+      fence_(std::exchange(other.fence_, 0)) {}
 
 Permit& Permit::operator=(Permit&& other) noexcept {
   if (this != &other) {
@@ -34,8 +38,28 @@ Permit& Permit::operator=(Permit&& other) noexcept {
     client_ = std::exchange(other.client_, nullptr);
     name_ = std::move(other.name_);
     id_ = std::exchange(other.id_, 0);
+    slot_ = std::exchange(other.slot_, 0);
+    fence_ = std::exchange(other.fence_, 0);
   }
   return *this;
+}
+
+void Permit::read_slot() {
+  if (fence_ != 0 || id_ == 0 || client_ == nullptr) return;
+  if (const auto row = SemaphoreAccess::client(client_).permit_row(id_)) {
+    slot_ = row->slot;
+    fence_ = row->fence;
+  }
+}
+
+std::uint32_t Permit::slot() {
+  read_slot();
+  return fence_ != 0 ? slot_ : 0;
+}
+
+std::uint64_t Permit::fencing_token() {
+  read_slot();
+  return fence_;
 }
 
 Permit::~Permit() { release(); }
@@ -43,6 +67,8 @@ Permit::~Permit() { release(); }
 void Permit::release() noexcept {
   if (id_ == 0 || client_ == nullptr) return;
   const std::uint64_t id = std::exchange(id_, 0);
+  slot_ = 0;
+  fence_ = 0;
   SemaphoreAccess::client(client_).release_permit(name_, id);
 }
 

@@ -2,8 +2,8 @@
 //
 //   dlock_torture --url URL --db-script scripts/db.sh --out DIR [--dlock PATH]
 //                 [--quick] [--faults LIST] [--duration SECONDS]
-//                 [--workers K] [--async-workers A] [--threads T] [--names N]
-//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC
+//                 [--workers K] [--async-workers A] [--semaphore-workers S] [--threads T] [--names N]
+//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -11,7 +11,10 @@
 // idle-timeout, foreign-lock, kill-dlock (injected one after another), and
 // pool, shared-id (in force for the whole run). With --dlock, a CLI
 // workload (critical sections run by `dlock run`) runs beside the library
-// workers; kill-dlock needs it. Exit status 0 only if the checker found no
+// workers; kill-dlock needs it. Of the library workers, --async-workers run
+// the coroutine workload and --semaphore-workers the semaphore workload
+// (permits of "sem", bound kSemaphorePermits, each working on its slot's
+// resource with the slot's token). Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused) lost
 // updates.
 #include <cppconn/prepared_statement.h>
@@ -54,7 +57,8 @@ struct Config {
   std::string url, db_script, out, self, dlock;
   std::set<std::string> faults;
   int workers = 4, threads = 2, names = 3;
-  int async_workers = 1;  // of `workers`, how many run the asynchronous (coroutine) workload
+  int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
+  int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -141,6 +145,7 @@ struct RunResult {
   std::map<std::string, double> worst_recovery_s;
   std::vector<std::string> violations;
   long lost_updates = 0;
+  int most_permits = 0;  // applied semaphore sections overlapping at once, at most
 };
 
 class Run {
@@ -189,7 +194,7 @@ class Run {
   }
 
   void prepare_tables() {
-    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_resource, torture_audit");
+    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_lock_sem, torture_resource, torture_audit");
     admin_.exec("CREATE TABLE torture_resource (name VARBINARY(64) PRIMARY KEY, counter BIGINT NOT NULL DEFAULT 0,"
                 " last_fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB");
     admin_.exec("CREATE TABLE torture_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARBINARY(64) NOT NULL,"
@@ -197,6 +202,10 @@ class Run {
                 " exit_time DATETIME(6) NOT NULL, applied TINYINT NOT NULL, op VARCHAR(128) NOT NULL) ENGINE=InnoDB");
     for (int n = 0; n < cfg_.names; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('r" + std::to_string(n) + "')");
+    // One resource per semaphore slot the bound allows: a permit working on
+    // any other finds no row (and the checker reports its slot).
+    for (int n = 0; n < kSemaphorePermits; ++n)
+      admin_.exec("INSERT INTO torture_resource (name) VALUES ('s" + std::to_string(n) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -222,7 +231,14 @@ class Run {
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
-                                            s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0"});
+                                            s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
+                                            runs_semaphore(s.index) ? "1" : "0"});
+  }
+
+  // The semaphore workers come right before the asynchronous ones.
+  bool runs_semaphore(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers;
+    return index >= first && index < cfg_.workers - cfg_.async_workers;
   }
 
   // Restarts workers the nemesis killed; anything else that ends early is
@@ -527,6 +543,30 @@ class Run {
       }
     }
 
+    // The semaphore: only slots below the bound were ever worked on (each
+    // slot is checked above like a lock name), and never more applied
+    // sections overlapped than the bound allows.
+    std::vector<std::pair<double, int>> edges;
+    for (const auto& [name, rows] : by_name) {
+      if (name.empty() || name[0] != 's') continue;
+      if (std::stoi(name.substr(1)) >= kSemaphorePermits)
+        r.violations.push_back("semaphore slot " + name + " used with a bound of " + std::to_string(kSemaphorePermits));
+      for (const auto& row : rows) {
+        if (!row.applied) continue;
+        edges.emplace_back(row.entry, 1);
+        edges.emplace_back(row.exit, -1);
+      }
+    }
+    std::sort(edges.begin(), edges.end());  // an exit sorts before an entry at the same time
+    int inside = 0;
+    for (const auto& [t, step] : edges) {
+      inside += step;
+      r.most_permits = std::max(r.most_permits, inside);
+    }
+    if (r.most_permits > kSemaphorePermits)
+      r.violations.push_back(std::to_string(r.most_permits) + " semaphore permits in use at once (bound " +
+                             std::to_string(kSemaphorePermits) + ")");
+
     // Liveness: after each fault, every name is acquired again within
     // lease + poll + margin.
     const double bound_s = (kLeaseMs + kPollMs) / 1000.0 + 5.0;
@@ -564,7 +604,9 @@ class Run {
 
 void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "\n## " << title << "\n\n| measure | value |\n|---|---|\n";
-  std::cout << "| lock acquisitions | " << r.acquisitions << " |\n";
+  std::cout << "| lock and permit acquisitions | " << r.acquisitions << " |\n";
+  std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
+            << " |\n";
   std::cout << "| increments ok (applied, acknowledged) | " << r.ok << " |\n";
   std::cout << "| writes refused by the fence | " << r.refused + r.claim_refused << " |\n";
   std::cout << "| operations failed (known not applied) | " << r.failed << " |\n";
@@ -584,8 +626,9 @@ void print_summary(const RunResult& r, const std::string& title) {
 int orchestrate(Config cfg) {
   std::filesystem::create_directories(cfg.out);
   std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads (" << cfg.async_workers
-            << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads), " << cfg.names
-            << " lock names, " << cfg.duration_s << " s, faults:";
+            << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads; " << cfg.semaphore_workers
+            << " on semaphore \"sem\" of " << kSemaphorePermits << " permits), " << cfg.names << " lock names, "
+            << cfg.duration_s << " s, faults:";
   for (const auto& f : cfg.faults) std::cout << " " << f;
   std::cout << std::endl;
   Run main_run(cfg, true, cfg.duration_s, cfg.faults, "main");
@@ -613,7 +656,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 13 && args[0] == "--worker") {
+    if (args.size() == 14 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -627,6 +670,7 @@ int main(int argc, char** argv) {
       w.fenced = args[10] == "1";
       w.until_us = std::stoll(args[11]);
       w.async = args[12] == "1";
+      w.semaphore = args[13] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -661,6 +705,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--duration") { cfg.duration_s = std::stoi(value()); duration_given = true; }
       else if (args[i] == "--workers") cfg.workers = std::stoi(value());
       else if (args[i] == "--async-workers") cfg.async_workers = std::stoi(value());
+      else if (args[i] == "--semaphore-workers") cfg.semaphore_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -685,6 +730,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");
     if (cfg.async_workers < 0 || cfg.async_workers > cfg.workers)
       throw std::invalid_argument("--async-workers must be 0 to --workers");
+    if (cfg.semaphore_workers < 0 || cfg.async_workers + cfg.semaphore_workers > cfg.workers)
+      throw std::invalid_argument("--semaphore-workers must be 0 to --workers minus --async-workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

@@ -14,6 +14,11 @@ namespace dlock::torture {
 inline constexpr int kWatchdogMs = 2000;
 inline constexpr int kLeaseMs = 3000;
 inline constexpr int kPollMs = 1000;
+// The semaphore workload's bound: "sem" admits 2 holders at once. Each
+// permit's critical section works on the resource of its slot ("s0", "s1"),
+// fenced by the slot's token, so the mutex checker proves each slot had one
+// holder at a time, and the slot names prove there were never more than 2.
+inline constexpr int kSemaphorePermits = 2;
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -38,6 +43,9 @@ struct WorkerArgs {
   // (a coroutine may resume on either thread), using async_try_lock and
   // async_unlock.
   bool async = false;
+  // The semaphore workload: `threads` threads acquiring permits of "sem"
+  // (bound kSemaphorePermits) instead of locks.
+  bool semaphore = false;
 };
 
 int run_worker(const WorkerArgs& args);

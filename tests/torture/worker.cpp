@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -180,6 +181,43 @@ struct Worker {
     }
   }
 
+  // One thread of the semaphore workload: a permit of "sem", then the
+  // fenced read-modify-write on its slot's resource with the slot's token.
+  void run_semaphore_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    Semaphore semaphore = client.get_semaphore("sem", kSemaphorePermits);
+    const bool lease_mode = index % 2 == 1;
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      std::optional<Permit> permit;
+      try {
+        permit = lease_mode ? semaphore.try_acquire(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+                            : semaphore.try_acquire(std::chrono::seconds(2));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!permit) continue;
+      std::uint64_t fence = 0;
+      std::uint32_t slot = 0;
+      try {
+        fence = permit->fencing_token();
+        slot = permit->slot();
+      } catch (const BackendError&) {
+      }
+      const std::string name = "s" + std::to_string(slot);
+      history.line("acq " + name + " " + std::to_string(now_us()));
+      if (fence != 0) {
+        const std::string op = args.machine_id + ":s" + std::to_string(index) + ":" + std::to_string(++seq);
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+      }
+      permit->release();  // never throws for database trouble
+    }
+  }
+
   // One coroutine of the asynchronous workload: an owner of its own, so its
   // holds follow it whichever io thread resumes it.
   boost::asio::awaitable<void> run_coroutine(int index) {
@@ -277,7 +315,13 @@ int run_worker(const WorkerArgs& args) {
       worker.run_async();
     } else {
       std::vector<std::thread> threads;
-      for (int t = 0; t < args.threads; ++t) threads.emplace_back([&worker, t] { worker.run_thread(t); });
+      for (int t = 0; t < args.threads; ++t) {
+        if (args.semaphore) {
+          threads.emplace_back([&worker, t] { worker.run_semaphore_thread(t); });
+        } else {
+          threads.emplace_back([&worker, t] { worker.run_thread(t); });
+        }
+      }
       for (auto& t : threads) t.join();
     }
   }
