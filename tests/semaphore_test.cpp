@@ -267,14 +267,48 @@ TEST(Semaphore, ACrashedProcessPermitComesBackWhenItsLeaseEnds) {
 
 TEST(Semaphore, AReleaseInAnotherProcessWakesAWaiter) {
   Options o = fresh_options();
-  o.poll_interval = 200ms;
+  // With fast_wakeup the other process's release rings a doorbell: no poll
+  // comes within the test's bound. Without it, the poll is the way.
+  const bool fast = test::fast_wakeup_enabled();
+  o.poll_interval = fast ? 60s : 200ms;
+  o.watchdog_timeout = 30s;  // no wake at the holders' lease ends either
   DatabaseDistributedLock client(o);
-  ChildProcess holder(test::helper_path(), {url_for(o), "permit-for", "xproc", "1", "500"});
-  ASSERT_TRUE(holder.wait_for_line("acquired", 15s));
-  Semaphore s = client.get_semaphore("xproc", 1);
-  std::optional<Permit> p = s.try_acquire(20s);
+  Semaphore s = client.get_semaphore("xproc", 2);
+  ChildProcess first(test::helper_path(), {url_for(o), "permit-for", "xproc", "2", "600"});
+  ChildProcess second(test::helper_path(), {url_for(o), "hold-permit", "xproc", "2"});
+  ASSERT_TRUE(first.wait_for_line("acquired", 15s));
+  ASSERT_TRUE(second.wait_for_line("acquired", 15s));
+  const auto t0 = Clock::now();
+  std::optional<Permit> p = s.try_acquire(30s);
   ASSERT_TRUE(p) << "the waiter was not woken by the other process's release";
-  EXPECT_TRUE(holder.wait_for_line("released", 5s));
+  EXPECT_TRUE(first.wait_for_line("released", 5s));
+  if (fast) {
+    EXPECT_LT(Clock::now() - t0, 10s) << "woken by the poll, not at the release";
+  }
+  EXPECT_GE(Clock::now() - t0, 300ms) << "acquired while both permits were held";
+}
+
+TEST(Semaphore, AReleaseInAnotherClientWakesAWaiterAtTheRelease) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the doorbell needs fast_wakeup";
+  Options o = fresh_options();
+  o.poll_interval = 60s;
+  o.watchdog_timeout = 30s;  // no wake at the holder's lease end either
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  Semaphore hs = holder.get_semaphore("xclient", 1);
+  Semaphore ws = waiter.get_semaphore("xclient", 1);
+  for (int round = 0; round < 5; ++round) {
+    Permit held = hs.acquire();
+    std::thread t([&] {
+      std::this_thread::sleep_for(300ms);  // the waiter is refused and watches the doorbell
+      held.release();
+    });
+    const auto t0 = Clock::now();
+    std::optional<Permit> p = ws.try_acquire(10s);
+    t.join();
+    ASSERT_TRUE(p) << "round " << round << ": not woken at the release";
+    EXPECT_LT(Clock::now() - t0, 3s) << "round " << round << ": not woken at the release";
+  }
 }
 
 TEST(Semaphore, DestroyingTheClientReleasesItsPermits) {

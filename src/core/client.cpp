@@ -119,8 +119,8 @@ Client::Client(Options options)
     const int wait_seconds = static_cast<int>(std::min<std::int64_t>(10, io_seconds - 1));
     if (wait_seconds >= 1) {
       DoorbellWatcher::Hooks hooks;
-      hooks.ring = [this](const std::string& name) { waiters_.wake_one(name); };
-      hooks.waited = [this](const std::string& name) { return waiters_.has(name); };
+      hooks.ring = [this](const std::string& key) { waiters_.wake_one(waiter_key_of_bell(key)); };
+      hooks.waited = [this](const std::string& key) { return waiters_.has(waiter_key_of_bell(key)); };
       hooks.interrupt = [this](std::uint64_t server_id, std::function<bool()> still_waiting) {
         io_.post("interrupting a doorbell wait",
                  [server_id, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
@@ -229,8 +229,12 @@ AcquireStep Client::wait_step(const AcquireRequest& r, std::int64_t ttl_us) {
 }
 
 void Client::waiting_ended(const std::string& key) {
-  if (is_semaphore_key(key)) return;  // semaphores have no doorbells
-  if (doorbells_ && !waiters_.has(key)) doorbells_->disarm(key);
+  if (!doorbells_ || waiters_.has(key)) return;
+  if (is_semaphore_key(key)) {
+    arm_permit_bells(key.substr(1), {});  // stops watching its permits' doorbells
+  } else {
+    doorbells_->disarm(key);
+  }
 }
 
 bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,

@@ -169,6 +169,13 @@ class Client {
   const SemaphoreTable& semaphore_table();
   static std::string semaphore_key(std::string_view name) { return std::string(1, '\0') + std::string(name); }
   static bool is_semaphore_key(std::string_view key) { return !key.empty() && key.front() == '\0'; }
+  // The DoorbellWatcher key of permit `id` of semaphore `name`: NUL, 'p',
+  // 16 hex digits, the name. Its doorbell is doorbell_name() of that key,
+  // computed the same way by the holder and every waiter.
+  static std::string permit_bell_key(std::string_view name, std::uint64_t id);
+  // The WaiterRegistry key a DoorbellWatcher key rings: the semaphore's for
+  // a permit bell key, else the key itself (a lock name).
+  static std::string waiter_key_of_bell(const std::string& key);
 
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
@@ -241,8 +248,19 @@ class Client {
   AcquireStep attempt_permit_step(const AcquireRequest& r);
   // Takes a slot (or adds one) for `holder`, reconciling a lost connection
   // by reading the permit's id. True: the permit is held.
+  // `doorbell_session` gets the server id of the session that took the
+  // permit's doorbell with it (0 if none).
   bool take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder, std::int64_t lease_us,
-                   bool watchdog);
+                   bool watchdog, std::uint64_t& doorbell_session);
+  // Watches the doorbells of these permits (of other clients) for the
+  // semaphore's waiters here, and stops watching the ones it watched for
+  // the semaphore before that are not among them.
+  void arm_permit_bells(const std::string& name, const std::vector<std::uint64_t>& ids);
+  // Gives back a lost permit's doorbell (when its session is idle).
+  void forget_permit_bell(const HeldPermit& permit, std::uint64_t id);
+  // Gives back doorbell `bell` held by pooled session `session` as soon as
+  // that session is idle.
+  void drop_bell_when_idle(std::string bell, std::uint64_t session);
   void renew_permits_tick(const IoThread::ConnectionSource& connection);
   void poll_semaphores_tick(const IoThread::ConnectionSource& connection);
 
@@ -275,6 +293,9 @@ class Client {
   // "has a free permit" test).
   std::mutex semaphore_bounds_mutex_;
   std::unordered_map<std::string, std::uint32_t> semaphore_bounds_;
+  // The permit doorbell keys watched for each waited-for semaphore.
+  std::mutex permit_bells_mutex_;
+  std::unordered_map<std::string, std::vector<std::string>> permit_bells_;
   WaiterRegistry waiters_;
   KnownRows known_rows_;
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest

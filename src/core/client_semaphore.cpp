@@ -11,6 +11,7 @@
 #include "core/client.hpp"
 #include "core/log_format.hpp"
 #include "core/thread_identity.hpp"
+#include "wakeup/doorbell.hpp"
 
 namespace dlock::details {
 
@@ -70,13 +71,63 @@ const SemaphoreTable& Client::semaphore_table() {
   return *semaphores_;
 }
 
+std::string Client::permit_bell_key(std::string_view name, std::uint64_t id) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string key("\0p", 2);
+  for (int shift = 60; shift >= 0; shift -= 4) key.push_back(kHex[(id >> shift) & 0xf]);
+  key.append(name.data(), name.size());
+  return key;
+}
+
+std::string Client::waiter_key_of_bell(const std::string& key) {
+  if (key.size() >= 18 && key[0] == '\0' && key[1] == 'p') return semaphore_key(std::string_view(key).substr(18));
+  return key;
+}
+
+void Client::drop_bell_when_idle(std::string bell, std::uint64_t session) {
+  pool_.run_when_idle(session, [this, bell = std::move(bell)](Connection& c) {
+    try {
+      table_.drop_doorbell(c, bell);
+    } catch (const BackendError& e) {
+      // Not worth failing anyone: the doorbell goes when its session ends.
+      logger_->debug("dlock: could not give back doorbell {}: {}", bell, e.what());
+    }
+  });
+}
+
+void Client::forget_permit_bell(const HeldPermit& permit, std::uint64_t id) {
+  // While a lost permit's session keeps the doorbell, waiters elsewhere
+  // would wait on a release that never comes: give it back now.
+  if (permit.doorbell_session != 0)
+    drop_bell_when_idle(doorbell_name(options_.database, options_.table, permit_bell_key(permit.name, id)),
+                        permit.doorbell_session);
+}
+
+void Client::arm_permit_bells(const std::string& name, const std::vector<std::uint64_t>& ids) {
+  if (!doorbells_) return;
+  std::vector<std::string> keys;
+  for (auto id : ids) keys.push_back(permit_bell_key(name, id));
+  std::vector<std::string> stale;
+  {
+    std::lock_guard<std::mutex> guard(permit_bells_mutex_);
+    auto& watched = permit_bells_[name];
+    for (const auto& k : watched)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) stale.push_back(k);
+    watched = keys;
+    if (watched.empty()) permit_bells_.erase(name);
+  }
+  for (const auto& k : stale) doorbells_->disarm(k);
+  for (const auto& k : keys) doorbells_->arm(k);
+}
+
 AcquireStep Client::attempt_permit_step(const AcquireRequest& r) {
   const SemaphoreTable& table = semaphore_table();
   CallBudget budget(options_.io_timeout);
   const PermitHolder holder{machine_id_, new_hold_id(), host_, pid_};
   const auto sent = Clock::now();
-  if (take_permit(r.name, r.permits, holder, micros(r.lease), r.watchdog)) {
-    permits_.add(holder.hold_id, HeldPermit{r.name, r.watchdog, false, sent + r.lease});
+  std::uint64_t doorbell_session = 0;
+  if (take_permit(r.name, r.permits, holder, micros(r.lease), r.watchdog, doorbell_session)) {
+    permits_.add(holder.hold_id, HeldPermit{r.name, r.watchdog, false, sent + r.lease, doorbell_session});
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: permit of semaphore {} acquired by {} ({})", printable(r.name), machine_id_,
                      r.watchdog ? "watchdog" : "fixed lease");
@@ -97,17 +148,43 @@ AcquireStep Client::attempt_permit_step(const AcquireRequest& r) {
   // Fewer live permits than the bound: one was freed since the take; retry
   // at once (in a millisecond).
   const std::int64_t ttl_us = use.live < r.permits ? 0 : use.next_expiry_us.value_or(0);
+  if (doorbells_ && use.live >= r.permits) {
+    // Permits of this client wake its waiters themselves when released;
+    // the doorbells are for the others' (the first few to expire).
+    std::vector<std::uint64_t> foreign;
+    for (auto id : use.first_ids)
+      if (!permits_.contains(id)) foreign.push_back(id);
+    arm_permit_bells(r.name, foreign);
+  }
   return wait_step(r, ttl_us);
 }
 
 bool Client::take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder,
-                         std::int64_t lease_us, bool watchdog) {
+                         std::int64_t lease_us, bool watchdog, std::uint64_t& doorbell_session) {
   const SemaphoreTable& table = *semaphores_;
+  const std::string bell =
+      options_.fast_wakeup ? doorbell_name(options_.database, options_.table, permit_bell_key(name, holder.hold_id))
+                           : std::string();
+  const std::string* bell_ptr = options_.fast_wakeup ? &bell : nullptr;
   for (int round = 0; round < kMaxTakeRounds; ++round) {
+    doorbell_session = 0;
     try {
       const auto grow = with_connection([&](Connection& c) {
-        if (table.take(c, name, permits, holder, lease_us, watchdog)) return SemaphoreTable::Grow::kGrown;
-        return table.grow(c, name, permits, holder, lease_us, watchdog);
+        if (table.take(c, name, permits, holder, lease_us, watchdog, bell_ptr)) {
+          if (bell_ptr != nullptr) doorbell_session = c.server_id();
+          return SemaphoreTable::Grow::kGrown;
+        }
+        const auto grown = table.grow(c, name, permits, holder, lease_us, watchdog);
+        // A new slot's statement takes no doorbell: take it now (once per
+        // slot ever added).
+        if (grown == SemaphoreTable::Grow::kGrown && bell_ptr != nullptr) {
+          try {
+            if (table_.take_doorbell(c, bell)) doorbell_session = c.server_id();
+          } catch (const BackendError&) {
+            // The permit is held; it just has no doorbell (waiters poll).
+          }
+        }
+        return grown;
       });
       if (grow == SemaphoreTable::Grow::kGrown) return true;
       if (grow == SemaphoreTable::Grow::kFull) return false;
@@ -143,7 +220,26 @@ void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
     try {
       CallBudget budget(options_.io_timeout);
       try {
-        released = with_connection([&](Connection& c) { return semaphores_->release(c, id); });
+        if (held->doorbell_session != 0) {
+          // The doorbell belongs to the session that took it: free the slot
+          // there and ring in the same statement; if another thread uses
+          // that session now, free it elsewhere and ring when the session
+          // is returned. Never wait for it.
+          const std::string bell = doorbell_name(options_.database, options_.table, permit_bell_key(name, id));
+          if (auto c = pool_.try_acquire_session(held->doorbell_session)) {
+            released = semaphores_->release(**c, id, &bell);
+          } else {
+            struct RingLater {
+              Client& client;
+              const std::string& bell;
+              std::uint64_t session;
+              ~RingLater() { client.drop_bell_when_idle(bell, session); }
+            } ring_later{*this, bell, held->doorbell_session};
+            released = with_connection([&](Connection& any) { return semaphores_->release(any, id); });
+          }
+        } else {
+          released = with_connection([&](Connection& c) { return semaphores_->release(c, id); });
+        }
       } catch (const OutcomeUnknown&) {
         // Still live: the release did not land; run it once more. Gone:
         // it landed (or the lease had ended, which changes nothing now).
@@ -216,8 +312,9 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   for (const auto& [id, deadline] : refs) {
     if (deadline > now) {
       ids.push_back(id);
-    } else if (auto name = permits_.mark_lost(id)) {
-      report_lost_permit(*name, "renewal failed past the lease");
+    } else if (auto was = permits_.mark_lost(id)) {
+      forget_permit_bell(*was, id);
+      report_lost_permit(was->name, "renewal failed past the lease");
     }
   }
   if (ids.empty()) return;
@@ -242,7 +339,10 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   const std::unordered_set<std::uint64_t> live_set(live.begin(), live.end());
   for (auto id : ids) {
     if (live_set.count(id) != 0) continue;
-    if (auto name = permits_.mark_lost(id)) report_lost_permit(*name, "the watchdog found it expired or force-released");
+    if (auto was = permits_.mark_lost(id)) {
+      forget_permit_bell(*was, id);
+      report_lost_permit(was->name, "the watchdog found it expired or force-released");
+    }
   }
 }
 

@@ -27,6 +27,9 @@ struct HeldPermit {
   bool watchdog = false;
   bool lost = false;
   std::chrono::steady_clock::time_point deadline{};
+  // Server id of the pooled session that took the permit's doorbell (see
+  // doorbell.hpp); 0 when none was taken.
+  std::uint64_t doorbell_session = 0;
 };
 
 class PermitRegistry {
@@ -60,14 +63,21 @@ class PermitRegistry {
       if (it != permits_.end() && !it->second.lost) it->second.deadline = deadline;
     }
   }
-  // Marks a permit lost; returns its semaphore's name if it was live (the
-  // caller reports the loss once).
-  std::optional<std::string> mark_lost(std::uint64_t id) {
+  // Marks a permit lost and forgets its doorbell session; returns what it
+  // was if it was live (the caller reports the loss once and gives the
+  // doorbell back).
+  std::optional<HeldPermit> mark_lost(std::uint64_t id) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = permits_.find(id);
     if (it == permits_.end() || it->second.lost) return std::nullopt;
+    HeldPermit was = it->second;
     it->second.lost = true;
-    return it->second.name;
+    it->second.doorbell_session = 0;
+    return was;
+  }
+  bool contains(std::uint64_t id) const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return permits_.count(id) != 0;
   }
   // Every registered permit id that is not lost (shutdown).
   std::vector<std::uint64_t> live_ids() const {

@@ -58,11 +58,17 @@ SemaphoreTable::SemaphoreTable(std::string lock_table, std::shared_ptr<spdlog::l
     : table_(name_for(lock_table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {
   // The lowest free or expired slot below the bound. Only the slot taken
   // changes, so the server reports 1 affected row for a take, 0 otherwise.
-  take_sql_ = "UPDATE " + quoted_ +
-              " SET fence = fence + 1, permits = ?, hold_id = ?, machine_id = ?, holder_host = ?, holder_pid = ?,"
-              " acquired_at = NOW(6), watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND"
-              " WHERE sem_name = ? AND slot < ? AND (hold_id IS NULL OR expire_time <= NOW(6))"
-              " ORDER BY slot LIMIT 1";
+  // The doorbell rides in the watchdog assignment, evaluated only for the
+  // row taken ("0 *" keeps the value, COALESCE keeps a NULL out).
+  const auto take_sql = [&](const std::string& watchdog) {
+    return "UPDATE " + quoted_ +
+           " SET fence = fence + 1, permits = ?, hold_id = ?, machine_id = ?, holder_host = ?, holder_pid = ?,"
+           " acquired_at = NOW(6), watchdog = " + watchdog + ", expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+           " WHERE sem_name = ? AND slot < ? AND (hold_id IS NULL OR expire_time <= NOW(6))"
+           " ORDER BY slot LIMIT 1";
+  };
+  take_sql_ = take_sql("?");
+  take_doorbell_sql_ = take_sql("? + 0 * COALESCE(GET_LOCK(?, 0), 0)");
   // Slots are numbered 0, 1, ... in the order they are added and never
   // deleted, so the next one is the count of existing ones. Two clients
   // adding the same slot meet at the primary key: one gets a duplicate-key
@@ -74,9 +80,18 @@ SemaphoreTable::SemaphoreTable(std::string lock_table, std::shared_ptr<spdlog::l
               " SELECT ?, COUNT(*), ?, ?, ?, ?, ?, NOW(6), ?, NOW(6) + INTERVAL ? MICROSECOND, 1 FROM " + quoted_ +
               " WHERE sem_name = ? HAVING COUNT(*) < ?";
   release_sql_ = "UPDATE " + quoted_ + " SET " + kCleared + " WHERE hold_id = ? AND expire_time > NOW(6)";
+  // Given back while the statement still holds the row lock: a woken
+  // waiter's take waits for that lock and then sees the freed slot.
+  release_doorbell_sql_ = "UPDATE " + quoted_ + " SET " + kCleared +
+                          ", permits = permits + 0 * COALESCE(RELEASE_LOCK(?), 0)"
+                          " WHERE hold_id = ? AND expire_time > NOW(6)";
   read_permit_sql_ = std::string("SELECT ") + kPermitColumns + " FROM " + quoted_ +
                      " WHERE hold_id = ? AND expire_time > NOW(6)";
-  use_sql_ = "SELECT COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)) FROM " + quoted_ +
+  // GROUP_CONCAT keeps the statement one row; the server's
+  // group_concat_max_len (1024 bytes by default) cuts a long list, and
+  // only the first few ids are used.
+  use_sql_ = "SELECT COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)),"
+             " GROUP_CONCAT(hold_id ORDER BY expire_time SEPARATOR ',') FROM " + quoted_ +
              " WHERE sem_name = ? AND " + kLive;
   force_sql_ = "UPDATE " + quoted_ + " SET " + kCleared + " WHERE sem_name = ? AND " + kLive;
 }
@@ -125,21 +140,36 @@ void SemaphoreTable::check_schema(Connection& c) const {
 }
 
 bool SemaphoreTable::take(Connection& c, std::string_view name, std::uint32_t permits, const PermitHolder& holder,
-                          std::int64_t lease_us, bool watchdog) const {
-  return run_statement(c, logger_, "taking a semaphore permit", [&] {
-           auto& ps = c.prepared(take_sql_);
-           Binder(ps)
-               .u64(permits)
-               .u64(holder.hold_id)
-               .text(holder.label)
-               .text(holder.host)
-               .u64(holder.pid)
-               .flag(watchdog)
-               .i64(lease_us)
-               .text(name)
-               .u64(permits);
-           return execute_update(ps);
-         }) == 1;
+                          std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
+  return run_statement(
+             c, logger_, "taking a semaphore permit",
+             [&] {
+               auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
+               Binder b(ps);
+               b.u64(permits).u64(holder.hold_id).text(holder.label).text(holder.host).u64(holder.pid).flag(watchdog);
+               if (doorbell != nullptr) b.text(*doorbell);
+               b.i64(lease_us).text(name).u64(permits);
+               return execute_update(ps);
+             },
+             [&] {
+               // A failed run may have taken the doorbell (user-level locks
+               // are not transactional): give it back.
+               if (doorbell != nullptr) give_back(c, *doorbell);
+             }) == 1;
+}
+
+void SemaphoreTable::give_back(Connection& c, const std::string& doorbell) const {
+  try {
+    run_statement(c, logger_, "giving back a doorbell", [&] {
+      auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
+      Binder(ps).text(doorbell);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      return 0;
+    });
+  } catch (const BackendError&) {
+    // A lost connection took it with its session; otherwise it goes when
+    // the session ends.
+  }
 }
 
 SemaphoreTable::Grow SemaphoreTable::grow(Connection& c, std::string_view name, std::uint32_t permits,
@@ -169,12 +199,17 @@ SemaphoreTable::Grow SemaphoreTable::grow(Connection& c, std::string_view name, 
   }
 }
 
-bool SemaphoreTable::release(Connection& c, std::uint64_t hold_id) const {
-  return run_statement(c, logger_, "releasing a semaphore permit", [&] {
-           auto& ps = c.prepared(release_sql_);
-           Binder(ps).u64(hold_id);
-           return execute_update(ps);
-         }) == 1;
+bool SemaphoreTable::release(Connection& c, std::uint64_t hold_id, const std::string* doorbell) const {
+  const bool released = run_statement(c, logger_, "releasing a semaphore permit", [&] {
+                          auto& ps = c.prepared(doorbell != nullptr ? release_doorbell_sql_ : release_sql_);
+                          Binder b(ps);
+                          if (doorbell != nullptr) b.text(*doorbell);
+                          b.u64(hold_id);
+                          return execute_update(ps);
+                        }) == 1;
+  // A lost permit's statement matched no row: its doorbell is still ours.
+  if (!released && doorbell != nullptr) give_back(c, *doorbell);
+  return released;
 }
 
 std::size_t SemaphoreTable::renew(Connection& c, const std::vector<std::uint64_t>& hold_ids,
@@ -231,6 +266,19 @@ SemaphoreUse SemaphoreTable::use(Connection& c, std::string_view name) const {
     if (rs->next()) {
       use.live = rs->getUInt(1);
       if (!rs->isNull(2)) use.next_expiry_us = rs->getInt64(2);
+      if (!rs->isNull(3)) {
+        const std::string ids = rs->getString(3);
+        std::size_t start = 0;
+        while (start < ids.size() && use.first_ids.size() < kFirstIds) {
+          const std::size_t end = ids.find(',', start);
+          const std::string id = ids.substr(start, end == std::string::npos ? std::string::npos : end - start);
+          // The last one may be cut short by group_concat_max_len.
+          if (end == std::string::npos && ids.size() >= 1024) break;
+          if (!id.empty()) use.first_ids.push_back(std::stoull(id));
+          if (end == std::string::npos) break;
+          start = end + 1;
+        }
+      }
     }
     return use;
   });
@@ -238,7 +286,7 @@ SemaphoreUse SemaphoreTable::use(Connection& c, std::string_view name) const {
 
 std::vector<SemaphoreUse> SemaphoreTable::use_many(Connection& c, const std::vector<std::string>& names) const {
   std::vector<SemaphoreUse> uses;
-  for (const auto& name : names) uses.push_back(SemaphoreUse{name, 0, std::nullopt});
+  for (const auto& name : names) uses.push_back(SemaphoreUse{name, 0, std::nullopt, {}});
   for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
     run_statement(c, logger_, "polling waited-for semaphores", [&] {
       auto& ps = c.prepared("SELECT sem_name, COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)) FROM " +

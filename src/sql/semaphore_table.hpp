@@ -17,6 +17,12 @@
 // second slot: the id is unique, so the re-run fails with a duplicate key
 // if the first run landed.
 //
+// Fast wake-up (doorbell.hpp): each permit may have a doorbell of its own,
+// a user-level lock named after the permit's id, taken by the statement
+// that takes the slot and given back by the one that frees it, on the same
+// session. A waiter learns the ids of a few live permits from use() and
+// watches their doorbells.
+//
 // Expiry is decided by the server's clock (NOW(6)). Each method runs one
 // statement (IN-list methods one per chunk) through run_statement's retry
 // rule and throws BackendError, or OutcomeUnknown for a lost connection.
@@ -66,6 +72,7 @@ struct SemaphoreUse {
   std::string name;
   std::uint32_t live = 0;                    // unexpired permits (any bound)
   std::optional<std::int64_t> next_expiry_us;  // the soonest lease end among them
+  std::vector<std::uint64_t> first_ids;        // ids of the first few to expire (use())
 };
 
 class SemaphoreTable {
@@ -85,26 +92,32 @@ class SemaphoreTable {
 
   // Takes the lowest free or expired slot of `name` below `permits` for
   // `holder`. False: every existing slot below the bound is held.
+  // `doorbell` (may be null): taken in the same statement, only if a slot
+  // is taken, never waiting (see lock_table.hpp).
   bool take(Connection& c, std::string_view name, std::uint32_t permits, const PermitHolder& holder,
-            std::int64_t lease_us, bool watchdog) const;
+            std::int64_t lease_us, bool watchdog, const std::string* doorbell = nullptr) const;
   enum class Grow {
     kGrown,  // a new slot was added, held by the holder
     kFull,   // the name already has `permits` slots (or more)
     kRaced,  // another client added the same slot first: take again
   };
   // Adds slot number <slots the name has> held by `holder`, if that is below
-  // `permits`.
+  // `permits`. Takes no doorbell (LockTable::take_doorbell afterwards).
   Grow grow(Connection& c, std::string_view name, std::uint32_t permits, const PermitHolder& holder,
             std::int64_t lease_us, bool watchdog) const;
   // Frees permit `hold_id` while its lease runs. False: it was lost.
-  bool release(Connection& c, std::uint64_t hold_id) const;
+  // `doorbell` (may be null): given back in the same statement when the
+  // permit is freed.
+  bool release(Connection& c, std::uint64_t hold_id, const std::string* doorbell = nullptr) const;
   // Restarts the leases of these live permits. Returns how many were renewed.
   std::size_t renew(Connection& c, const std::vector<std::uint64_t>& hold_ids, std::int64_t lease_us) const;
   // The ids among `hold_ids` whose permits are live.
   std::vector<std::uint64_t> live_among(Connection& c, const std::vector<std::uint64_t>& hold_ids) const;
   // The slot row carrying permit `hold_id` while live (reconciliation).
   std::optional<PermitRow> read_permit(Connection& c, std::uint64_t hold_id) const;
-  // How `name`'s permits are used now.
+  // How `name`'s permits are used now, with the ids of the (at most)
+  // kFirstIds live permits whose leases end first.
+  static constexpr std::size_t kFirstIds = 3;
   SemaphoreUse use(Connection& c, std::string_view name) const;
   // The same for several names (the poller); names with no live permit are
   // listed with live == 0.
@@ -117,10 +130,15 @@ class SemaphoreTable {
   std::size_t release_all(Connection& c, const std::vector<std::uint64_t>& hold_ids) const;
 
  private:
+  // Gives back `doorbell` on this session, swallowing errors.
+  void give_back(Connection& c, const std::string& doorbell) const;
+
   std::string table_;
   std::shared_ptr<spdlog::logger> logger_;
   std::string quoted_;
   std::string take_sql_;
+  std::string take_doorbell_sql_;
+  std::string release_doorbell_sql_;
   std::string grow_sql_;
   std::string release_sql_;
   std::string read_permit_sql_;
