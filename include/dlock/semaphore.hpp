@@ -31,11 +31,14 @@
 //   watchdog renews all of a client's permits in one statement per tick.
 //
 // Waiting
-//   A waiting acquire sleeps until a permit is released in this client
-//   (at once), the poller sees one free (each poll_interval, one statement
-//   for every waited-for semaphore), or the first lease among the holders'
-//   runs out, and then tries again. Releases in other clients are seen by
-//   the poll (no fast cross-client wake-up for semaphores yet).
+//   A waiting acquire sleeps until a permit is released in this client (at
+//   once), a permit of another client or process is released (at the
+//   release, with Options::fast_wakeup: each permit has a doorbell, and a
+//   refused waiter watches those of the first three permits to expire), the
+//   poller sees one free (each poll_interval, one statement for every
+//   waited-for semaphore: the safety net, and the way for releases of
+//   permits beyond those three), or the first lease among the holders' runs
+//   out, and then tries again.
 //
 // Errors
 //   Bad input (an empty, over-long or NUL-containing name; a bound outside
