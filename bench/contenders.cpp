@@ -72,13 +72,26 @@ class DlockAsyncSession : public Session {
   const Owner owner_;
 };
 
+// A semaphore of one permit used as a mutex: Semaphore::acquire() and
+// Permit::release(), so its cycle, handoff and wake-up sit beside the lock's.
+class DlockSemaphoreSession : public Session {
+ public:
+  explicit DlockSemaphoreSession(DatabaseDistributedLock& client) : client_(client) {}
+  void lock(const std::string& name) override { permit_ = client_.get_semaphore(name, 1).acquire(); }
+  void unlock(const std::string&) override { permit_.release(); }
+
+ private:
+  DatabaseDistributedLock& client_;
+  Permit permit_;
+};
+
 class DlockContender : public Contender {
  public:
   // `name` is the contender's report name; `tune` adjusts the options (the
   // wake-design variants).
   DlockContender(const std::string& url, bool lease, std::string name,
-                 const std::function<void(Options&)>& tune = nullptr, bool async = false)
-      : lease_(lease), async_(async), name_(std::move(name)) {
+                 const std::function<void(Options&)>& tune = nullptr, bool async = false, bool semaphore = false)
+      : lease_(lease), async_(async), semaphore_(semaphore), name_(std::move(name)) {
     Options o = Options::from_url(url);
     o.table = "bench_dlock";
     o.pool_size = 32;
@@ -88,6 +101,7 @@ class DlockContender : public Contender {
   std::string name() const override { return name_; }
   std::unique_ptr<Session> session() override {
     if (async_) return std::make_unique<DlockAsyncSession>(*client_);
+    if (semaphore_) return std::make_unique<DlockSemaphoreSession>(*client_);
     return std::make_unique<DlockSession>(*client_, lease_);
   }
   DatabaseDistributedLock& client() { return *client_; }
@@ -95,6 +109,7 @@ class DlockContender : public Contender {
  private:
   bool lease_;
   bool async_;
+  bool semaphore_;
   std::string name_;
   std::unique_ptr<DatabaseDistributedLock> client_;
 };
@@ -381,13 +396,15 @@ class GetLockContender : public Contender {
 }  // namespace
 
 std::vector<std::string> contender_names() {
-  return {"dlock-watchdog", "dlock-lease", "dlock-async", "dlock-no-wakeup", "floor", "seed", "get_lock"};
+  return {"dlock-watchdog", "dlock-lease", "dlock-async", "dlock-semaphore", "dlock-no-wakeup", "floor", "seed",
+          "get_lock"};
 }
 
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url) {
   if (name == "dlock-watchdog") return std::make_unique<DlockContender>(url, false, name);
   if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true, name);
   if (name == "dlock-async") return std::make_unique<DlockContender>(url, false, name, nullptr, true);
+  if (name == "dlock-semaphore") return std::make_unique<DlockContender>(url, false, name, nullptr, false, true);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
   // what the doorbell costs when nobody waits.
   if (name == "dlock-no-wakeup")

@@ -4,6 +4,7 @@
 //   dlock-lease     the same with a fixed 30 s lease
 //   dlock-async     async_lock / async_unlock (<dlock/asio.hpp>) waited on
 //                   with use_future, an owner per session
+//   dlock-semaphore a one-permit Semaphore: acquire() / Permit::release()
 //   floor           the least SQL a durable lease lock can issue: one
 //                   conditional UPDATE to take a pre-created row, one to free it
 //   seed            a minimal, faithful re-implementation of the seed design

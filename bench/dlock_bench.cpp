@@ -271,6 +271,11 @@ struct Bench {
                  statements["dlock-async"] == 2.0, true});
     report.goal({"uncontended latency, dlock-async: <= 1.15 x dlock-watchdog (synchronous)", fmt(async_ratio, 2) + " x",
                  async_ratio <= 1.15, false});
+    report.goal({"uncontended cycle, dlock-semaphore (acquire + release of a permit): exactly 2 statements",
+                 fmt(statements["dlock-semaphore"], 2), statements["dlock-semaphore"] == 2.0, true});
+    const double semaphore_ratio = summarize(samples["dlock-semaphore"]).median / floor_median;
+    report.goal({"uncontended latency, dlock-semaphore: <= 1.10 x floor", fmt(semaphore_ratio, 2) + " x",
+                 semaphore_ratio <= 1.10, false});
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"doorbell cost, uncontended: dlock-watchdog <= 1.06 x dlock-no-wakeup", fmt(doorbell_cost, 2) + " x",
                  doorbell_cost <= 1.06, false});
@@ -572,6 +577,17 @@ struct Bench {
                    as.median <= 1.2 * s.median, false});
       report.goal({"async handoff, other process: median <= 1.2 x synchronous", fmt(ap.median / p.median, 2) + " x",
                    ap.median <= 1.2 * p.median, false});
+      // A one-permit semaphore: the same handoffs through permits.
+      auto& sem = *contenders["dlock-semaphore"];
+      auto sh = sem.session();
+      auto sw = sem.session();
+      const auto ss = add("dlock-semaphore", "same client", handoff_in_process(*sh, *sw, local, false, "handoff-sem"));
+      const auto sp = add("dlock-semaphore", "other process",
+                          handoff_cross_process("dlock-semaphore", remote, false, "handoff-sem-op"));
+      report.goal({"semaphore handoff, same client: median <= 1.2 x the lock's", fmt(ss.median / s.median, 2) + " x",
+                   ss.median <= 1.2 * s.median, false});
+      report.goal({"semaphore handoff, other process: median <= 1.2 x the lock's", fmt(sp.median / p.median, 2) + " x",
+                   sp.median <= 1.2 * p.median, false});
       seed_result = seed_process.get();
     }
     {
@@ -585,6 +601,52 @@ struct Bench {
     add("(floor of a hop)", "thread wake: idle thread to idle thread and back", thread_wake(local));
     report.table({"contender", "waiter", "handoffs", "median ms", "p99 ms"}, rows);
     report.json("handoff", json.substr(0, json.size() - 2) + "}");
+  }
+
+  // 4c. Fairness among semaphore waiters in several clients.
+  void semaphore_fairness() {
+    const int clients = 3, threads = 2, cycles = quick ? 15 : 60;
+    constexpr std::uint32_t kPermits = 2;
+    Options o = Options::from_url(url);
+    o.table = "bench_dlock";
+    std::vector<std::unique_ptr<DatabaseDistributedLock>> owners;
+    for (int c = 0; c < clients; ++c) owners.push_back(std::make_unique<DatabaseDistributedLock>(o));
+    std::mutex m;
+    std::vector<double> waits;
+    std::vector<int> per_client(clients, 0);
+    std::vector<std::thread> workers;
+    for (int c = 0; c < clients; ++c) {
+      for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&, c] {
+          Semaphore s = owners[static_cast<std::size_t>(c)]->get_semaphore("fairness", kPermits);
+          for (int i = 0; i < cycles; ++i) {
+            const auto t0 = Clock::now();
+            Permit p = s.acquire();
+            const double waited = ms(Clock::now() - t0);
+            std::this_thread::sleep_for(5ms);  // the work the permit admits
+            p.release();
+            {
+              std::lock_guard<std::mutex> g(m);
+              waits.push_back(waited);
+              ++per_client[static_cast<std::size_t>(c)];
+            }
+            std::this_thread::sleep_for(1ms);
+          }
+        });
+      }
+    }
+    for (auto& w : workers) w.join();
+    const auto sum = summarize(waits);
+    const double longest = *std::max_element(waits.begin(), waits.end());
+    report.section("4c. Fairness among semaphore waiters",
+                   std::to_string(clients) + " clients x " + std::to_string(threads) + " threads, " +
+                       std::to_string(cycles) + " acquisitions each, of a semaphore of " + std::to_string(kPermits) +
+                       " permits held 5 ms each: how long each acquire waited.");
+    report.table({"acquisitions", "median wait ms", "p99 wait ms", "max wait ms", "max / median"},
+                 {{std::to_string(sum.n), fmt(sum.median), fmt(sum.p99), fmt(longest),
+                   fmt(longest / std::max(sum.median, 1e-3), 1)}});
+    report.json("semaphore_fairness", "{\"median_ms\": " + fmt(sum.median) + ", \"p99_ms\": " + fmt(sum.p99) +
+                                          ", \"max_ms\": " + fmt(longest) + "}");
   }
 
   // 4b. Wake designs (issue 6): how a waiter in another client hears of a release.
@@ -876,7 +938,7 @@ int main(int argc, char** argv) {
         only = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]\n"
-                     "scenarios: uncontended, reentrant, throughput, handoff, wakeup, background, memory, async\n";
+                     "scenarios: uncontended, reentrant, throughput, handoff, fairness, wakeup, background, memory, async\n";
         return 2;
       }
     }
@@ -901,6 +963,7 @@ int main(int argc, char** argv) {
     if (selected("reentrant")) bench.reentrant();
     if (selected("throughput")) bench.throughput();
     if (selected("handoff")) bench.handoff();
+    if (selected("fairness")) bench.semaphore_fairness();
     if (selected("wakeup")) bench.wake_designs();
     if (selected("background")) bench.background();
     if (selected("memory")) bench.memory();
