@@ -565,29 +565,22 @@ struct Bench {
                                                                                   "handoff-op"));
       report.goal({"cross-process handoff median <= 2 ms", fmt(p.median) + " ms", p.median <= 2.0, false});
       report.goal({"cross-process handoff p99 <= 20 ms", fmt(p.p99) + " ms", p.p99 <= 20.0, false});
-      // The asynchronous waiter (a parked continuation, not a blocked
-      // thread), same cases, same run.
-      auto& a = *contenders["dlock-async"];
-      auto ah = a.session();
-      auto aw = a.session();
-      const auto as = add("dlock-async", "same client", handoff_in_process(*ah, *aw, local, false, "handoff-async"));
-      const auto ap = add("dlock-async", "other process",
-                          handoff_cross_process("dlock-async", remote, false, "handoff-async-op"));
-      report.goal({"async handoff, same client: median <= 1.2 x synchronous", fmt(as.median / s.median, 2) + " x",
-                   as.median <= 1.2 * s.median, false});
-      report.goal({"async handoff, other process: median <= 1.2 x synchronous", fmt(ap.median / p.median, 2) + " x",
-                   ap.median <= 1.2 * p.median, false});
-      // A one-permit semaphore: the same handoffs through permits.
-      auto& sem = *contenders["dlock-semaphore"];
-      auto sh = sem.session();
-      auto sw = sem.session();
-      const auto ss = add("dlock-semaphore", "same client", handoff_in_process(*sh, *sw, local, false, "handoff-sem"));
-      const auto sp = add("dlock-semaphore", "other process",
-                          handoff_cross_process("dlock-semaphore", remote, false, "handoff-sem-op"));
-      report.goal({"semaphore handoff, same client: median <= 1.2 x the lock's", fmt(ss.median / s.median, 2) + " x",
-                   ss.median <= 1.2 * s.median, false});
-      report.goal({"semaphore handoff, other process: median <= 1.2 x the lock's", fmt(sp.median / p.median, 2) + " x",
-                   sp.median <= 1.2 * p.median, false});
+      // The same handoffs with the asynchronous waiter (a parked
+      // continuation, not a blocked thread) and through the permits of a
+      // one-permit semaphore, same run.
+      const auto beside = [&](const std::string& contender, const std::string& what, const std::string& tag) {
+        auto& c2 = *contenders[contender];
+        auto h2 = c2.session();
+        auto w3 = c2.session();
+        const auto same = add(contender, "same client", handoff_in_process(*h2, *w3, local, false, tag));
+        const auto process = add(contender, "other process", handoff_cross_process(contender, remote, false, tag + "-op"));
+        report.goal({what + " handoff, same client: median <= 1.2 x synchronous lock's",
+                     fmt(same.median / s.median, 2) + " x", same.median <= 1.2 * s.median, false});
+        report.goal({what + " handoff, other process: median <= 1.2 x synchronous lock's",
+                     fmt(process.median / p.median, 2) + " x", process.median <= 1.2 * p.median, false});
+      };
+      beside("dlock-async", "async", "handoff-async");
+      beside("dlock-semaphore", "semaphore", "handoff-sem");
       seed_result = seed_process.get();
     }
     {

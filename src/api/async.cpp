@@ -43,20 +43,29 @@ void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std
   });
 }
 
-}  // namespace
-
-AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
-                                  std::unique_ptr<AsyncCompletion> completion) {
-  DatabaseDistributedLock* handle = AsyncAccess::handle_client(lock);
+// Validates and fixes the request now (`make` throws std::invalid_argument
+// for bad input, delivered through the completion), then starts it.
+template <class MakeRequest>
+AsyncOperationId start_acquire(DatabaseDistributedLock* handle, std::unique_ptr<AsyncCompletion> completion,
+                               MakeRequest&& make) {
   Client& client = AsyncAccess::client(handle);
   AcquireRequest request;
   try {
-    request = client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait);
+    request = make(client);
   } catch (...) {
     fail_later(client, std::move(completion), std::current_exception());
     return {};
   }
   return {handle, AsyncAcquire::start(client, std::move(request), std::move(completion))};
+}
+
+}  // namespace
+
+AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
+                                  std::unique_ptr<AsyncCompletion> completion) {
+  return start_acquire(AsyncAccess::handle_client(lock), std::move(completion), [&](Client& client) {
+    return client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait);
+  });
 }
 
 void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
@@ -79,16 +88,9 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
 
 AsyncOperationId start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
                                      std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion) {
-  DatabaseDistributedLock* handle = AsyncAccess::handle_client(semaphore);
-  Client& client = AsyncAccess::client(handle);
-  AcquireRequest request;
-  try {
-    request = client.make_permit_request(AsyncAccess::name(semaphore), AsyncAccess::permits(semaphore), lease, wait);
-  } catch (...) {
-    fail_later(client, std::move(completion), std::current_exception());
-    return {};
-  }
-  return {handle, AsyncAcquire::start(client, std::move(request), std::move(completion))};
+  return start_acquire(AsyncAccess::handle_client(semaphore), std::move(completion), [&](Client& client) {
+    return client.make_permit_request(AsyncAccess::name(semaphore), AsyncAccess::permits(semaphore), lease, wait);
+  });
 }
 
 void cancel_async_operation(AsyncOperationId operation) noexcept {
