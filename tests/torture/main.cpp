@@ -56,7 +56,7 @@ bool is_configuration(const std::string& kind) { return kind == "pool" || kind =
 struct Config {
   std::string url, db_script, out, self, dlock;
   std::set<std::string> faults;
-  int workers = 4, threads = 2, names = 3;
+  int workers = 5, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int duration_s = 600;
