@@ -20,14 +20,7 @@ using namespace std::chrono_literals;
 using test::fresh_options;
 using test::same_table;
 
-// Runs `fn` on a new thread and returns its result (a different owner).
-template <class Fn>
-auto on_other_thread(Fn fn) {
-  decltype(fn()) result{};
-  std::thread t([&] { result = fn(); });
-  t.join();
-  return result;
-}
+using test::on_other_thread;
 
 TEST(Lock, LockAndUnlock) {
   DatabaseDistributedLock client(fresh_options());

@@ -20,10 +20,7 @@ using namespace std::chrono_literals;
 using test::fresh_options;
 using test::same_table;
 
-template <class Fn>
-void on_another_thread(Fn fn) {
-  std::thread(fn).join();
-}
+using test::on_other_thread;
 
 TEST(Owner, IdsAreUniqueNonzeroAndAThreadKeepsItsOwn) {
   std::set<std::uint64_t> ids;
@@ -36,7 +33,7 @@ TEST(Owner, IdsAreUniqueNonzeroAndAThreadKeepsItsOwn) {
   EXPECT_EQ(mine, Owner::this_thread());
   EXPECT_EQ(ids.count(mine.id()), 0u);
   Owner other = mine;
-  on_another_thread([&] { other = Owner::this_thread(); });
+  on_other_thread([&] { other = Owner::this_thread(); });
   EXPECT_NE(other, mine);
   EXPECT_NE(other.id(), 0u);
 }
@@ -47,7 +44,7 @@ TEST(Owner, BoundHandleLocksOnOneThreadAndUnlocksOnAnother) {
   DatabaseDistributedLock other(same_table(o));
   const Owner request = Owner::create();
   Lock lock = client.get_lock("hop", request);
-  on_another_thread([&] { lock.lock(); });
+  on_other_thread([&] { lock.lock(); });
   EXPECT_TRUE(lock.is_held_by_current_thread()) << "the owner's hold, asked from any thread";
   EXPECT_EQ(lock.hold_count(), 1);
   EXPECT_NE(lock.fencing_token(), 0u);
@@ -55,9 +52,9 @@ TEST(Owner, BoundHandleLocksOnOneThreadAndUnlocksOnAnother) {
   EXPECT_FALSE(client.try_lock("hop")) << "the calling thread is not the request's owner";
   EXPECT_THROW(client.unlock("hop"), NotHeldError);
   EXPECT_FALSE(other.try_lock("hop"));
-  on_another_thread([&] { lock.lock(); });  // reentrant, from a third thread
+  on_other_thread([&] { lock.lock(); });  // reentrant, from a third thread
   EXPECT_EQ(lock.hold_count(), 2);
-  on_another_thread([&] { lock.unlock(); });
+  on_other_thread([&] { lock.unlock(); });
   EXPECT_TRUE(other.is_locked("hop"));
   lock.unlock();
   EXPECT_FALSE(other.is_locked("hop"));
@@ -79,7 +76,7 @@ TEST(Owner, StandardGuardsWorkWithBoundHandles) {
     std::unique_lock<Lock> maybe(a, std::defer_lock);
     EXPECT_TRUE(maybe.try_lock_for(1s));
     std::unique_lock<Lock> moved = std::move(maybe);
-    on_another_thread([&] { moved.unlock(); });  // released from another thread
+    on_other_thread([&] { moved.unlock(); });  // released from another thread
   }
   EXPECT_FALSE(client.is_locked("a"));
   EXPECT_FALSE(client.is_locked("b"));
@@ -122,8 +119,8 @@ TEST(Owner, ALostHoldOfAnOwnerThrowsLockLostErrorUntilItsUnlocksAreMade) {
   Lock lock = client.get_lock("lost", job);
   lock.lock();
   ASSERT_TRUE(admin.force_unlock("lost"));
-  on_another_thread([&] { EXPECT_THROW(lock.lock(), LockLostError); });
-  on_another_thread([&] { EXPECT_NO_THROW(lock.unlock()); });
+  on_other_thread([&] { EXPECT_THROW(lock.lock(), LockLostError); });
+  on_other_thread([&] { EXPECT_NO_THROW(lock.unlock()); });
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
 }

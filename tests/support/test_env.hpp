@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <functional>
+#include <thread>
+#include <type_traits>
 #include <string>
 
 namespace dlock::test {
@@ -56,5 +58,19 @@ bool holds_throughout(const std::function<bool()>& condition, std::chrono::milli
 // Process id of the private server (scripts/db.sh pid, else
 // DLOCK_TEST_DB_PID); 0 if unknown.
 long database_pid();
+
+// Runs `fn` on a new thread (a different owner than the caller's) and
+// returns its result, if any.
+template <class Fn>
+auto on_other_thread(Fn fn) {
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    std::thread(fn).join();
+  } else {
+    decltype(fn()) result{};
+    std::thread t([&] { result = fn(); });
+    t.join();
+    return result;
+  }
+}
 
 }  // namespace dlock::test
