@@ -126,13 +126,21 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
     for (const auto& view : semaphores) std::cout << semaphore_json(view) << "\n";
     return kExitOk;
   }
-  if (rows.empty()) {
+  // A name asked for that only a semaphore uses: no empty lock row for it.
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [&](const details::LockRow& row) {
+                              return !row.exists &&
+                                     std::any_of(semaphores.begin(), semaphores.end(),
+                                                 [&](const SemaphoreView& v) { return v.name == row.name; });
+                            }),
+             rows.end());
+  if (rows.empty() && semaphores.empty()) {
     std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
-  } else {
+  } else if (!rows.empty()) {
     print_table(rows);
   }
   if (!semaphores.empty()) {
-    std::cout << "\n";
+    if (!rows.empty()) std::cout << "\n";
     print_cells(semaphore_cells(semaphores));
   }
   return kExitOk;

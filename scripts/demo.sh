@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dlock's main job: installs what is missing, builds, starts the private
-# MariaDB, and tells a short story in two acts. The database is stopped after.
+# MariaDB, and tells a short story in four acts. The database is stopped after.
 #
 #   Act 1 (shell): three workers on three "hosts" (separate processes, each a
 #   loop of `dlock run`) share one ledger file. Each turn appends its fence.
@@ -11,6 +11,12 @@
 #
 #   Act 2 (C++): two processes of examples/contention_demo take turns with
 #   std::lock_guard<dlock::Lock> and a fenced write.
+#
+#   Act 3 (C++, asynchronous): examples/async_demo, coroutines on one thread.
+#
+#   Act 4 (shell): six jobs share a semaphore of two permits through
+#   `dlock run --permits 2`; each records entering and leaving its slot, and
+#   the log is checked: never more than two inside, one per slot.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -135,3 +141,26 @@ fi
 
 say "Act 3, asynchronous: 300 coroutines on one io_context thread, 5 names, co_await dlock::async_lock"
 "$build_dir/examples/async_demo" "$DLOCK_URL" 300 5 3
+
+say "Act 4, a semaphore: six jobs, two permits, dlock run --permits 2"
+sem_log="$work/semaphore.log"
+: >"$sem_log"
+job_pids=()
+for j in 1 2 3 4 5 6; do
+  "$dlock" run --permits 2 printers -- sh -c \
+    'echo "+ $DLOCK_SLOT job'"$j"'" >>"$0"; sleep 0.4; echo "- $DLOCK_SLOT job'"$j"'" >>"$0"' "$sem_log" &
+  job_pids+=("$!")
+done
+sleep 0.2
+"$dlock" status printers | sed 's/^/   /'
+for p in "${job_pids[@]}"; do wait "$p"; done
+if awk '
+  $1 == "+" { inside++; if (inside > most) most = inside; if (busy[$2]) bad = 1; busy[$2] = 1; next }
+  $1 == "-" { inside--; busy[$2] = 0 }
+  END { if (NR != 12 || most > 2 || bad) exit 1; print most }' "$sem_log" >/dev/null; then
+  say "OK: 6 jobs, at most 2 inside at once, never two in one slot"
+else
+  say "FAILED: the semaphore log shows more than two jobs inside" >&2
+  cat "$sem_log" >&2
+  exit 1
+fi
