@@ -131,6 +131,7 @@ TEST(Async, CoroutineLocksOnOneThreadAndUnlocksOnAnother) {
   lock.unlock();  // this thread, the same owner
   EXPECT_FALSE(client.is_locked("coro"));
   EXPECT_THROW(lock.unlock(), NotHeldError);
+  pool.join();  // see StrandBoundHandlerRunsOnTheStrand
 }
 
 TEST(Async, SyncAndAsyncOnOneOwnerShareItsHoldCount) {
@@ -174,6 +175,10 @@ TEST(Async, StrandBoundHandlerRunsOnTheStrand) {
                  unlocked_on_strand.set_value(strand.running_in_this_thread());
                }));
   EXPECT_TRUE(unlocked_on_strand.get_future().get());
+  // The pool's destructor stops it without waiting for outstanding work;
+  // join() waits until the library has let go of the handler's executor,
+  // which it does right after dispatching the handler.
+  pool.join();
 }
 
 TEST(Async, ErrorsArriveThroughTheHandler) {

@@ -45,7 +45,11 @@
 // Lifetime
 //   The Lock handle may be destroyed as soon as the initiating call returns.
 //   The client must outlive the operation; destroying it ends every pending
-//   wait with Cancelled.
+//   wait with Cancelled. The handler's execution context must outlive the
+//   operation's outstanding work, which is released on a library thread
+//   right after the handler has been dispatched (as Asio's own operations
+//   do): let io_context::run() return, or join() a thread_pool (its
+//   destructor stops it without waiting for outstanding work).
 //
 // Cancellation
 //   * DatabaseDistributedLock::cancel(owner) ends that owner's pending waits
