@@ -177,14 +177,34 @@ class HandlerCompletion final : public AsyncCompletion {
       : handler_(std::move(handler)), work_(make_work(handler_)), semaphore_(std::move(semaphore)) {}
 
   void complete(std::exception_ptr error, std::uint64_t id) noexcept override {
-    Handler handler(std::move(handler_));
     Work work(std::move(work_));
     // Owned by the call from here: released if the handler never runs.
     Permit permit = semaphore_ && id != 0 ? PermitAccess::adopt(*semaphore_, id) : Permit();
-    const bool acquired = id != 0;
+    // Boxed, and the box alone travels: once dispatched, the handler may run
+    // at once and its execution context go away, so this library thread
+    // must hold nothing of it but the tracked work (released right after
+    // the dispatch). A moved-from handler may still hold a copy of its
+    // executor (an executor_binder's move copies it): the moved-from member
+    // goes with `delete this`, before the dispatch, and the moved-from
+    // lambda below holds only an empty box.
+    auto call = std::make_unique<Call>(std::move(handler_), std::move(error), id != 0, std::move(permit));
     delete this;
-    auto call = [handler = std::move(handler), error = std::move(error), acquired,
-                 permit = std::move(permit)]() mutable {
+    auto run = [call = std::move(call)]() mutable { call->run(); };
+    if constexpr (kNoExecutor) {
+      run();
+    } else if constexpr (kStandardExecutor) {
+      boost::asio::dispatch(work, std::move(run));
+    } else {
+      boost::asio::dispatch(work.get_executor(), std::move(run));
+      work.reset();
+    }
+  }
+
+ private:
+  struct Call {
+    Call(Handler&& h, std::exception_ptr e, bool a, Permit p)
+        : handler(std::move(h)), error(std::move(e)), acquired(a), permit(std::move(p)) {}
+    void run() {
 #if BOOST_VERSION >= 107700
       // The operation is over: the cancellation handler it installed (which
       // names the client) must not outlive it. Cleared here, on the
@@ -192,18 +212,13 @@ class HandlerCompletion final : public AsyncCompletion {
       boost::asio::get_associated_cancellation_slot(handler).clear();
 #endif
       invoke(handler, std::move(error), acquired, std::move(permit));
-    };
-    if constexpr (kNoExecutor) {
-      call();
-    } else if constexpr (kStandardExecutor) {
-      boost::asio::dispatch(work, std::move(call));
-    } else {
-      boost::asio::dispatch(work.get_executor(), std::move(call));
-      work.reset();
     }
-  }
+    Handler handler;
+    std::exception_ptr error;
+    bool acquired;
+    Permit permit;
+  };
 
- private:
   static void invoke(Handler& handler, std::exception_ptr error, bool acquired, Permit permit) {
     if constexpr (R == Result::kNone) {
       std::move(handler)(std::move(error));
