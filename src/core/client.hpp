@@ -287,7 +287,7 @@ class Client {
   // table's (get_semaphore then throws std::invalid_argument).
   std::unique_ptr<const SemaphoreTable> semaphores_;
   std::mutex semaphore_table_mutex_;
-  bool semaphore_table_ready_ = false;  // guarded by semaphore_table_mutex_
+  std::atomic<bool> semaphore_table_ready_{false};  // set once, under semaphore_table_mutex_
   PermitRegistry permits_;
   // The bound each waited-for semaphore was last asked with (the poller's
   // "has a free permit" test).

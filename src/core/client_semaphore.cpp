@@ -53,8 +53,10 @@ AcquireRequest Client::make_permit_request(std::string_view name, std::uint32_t 
 
 const SemaphoreTable& Client::semaphore_table() {
   if (!semaphores_) SemaphoreTable::name_for(options_.table);  // throws std::invalid_argument
+  // Checked without the mutex first: every permit acquire comes here.
+  if (semaphore_table_ready_.load(std::memory_order_acquire)) return *semaphores_;
   std::lock_guard<std::mutex> guard(semaphore_table_mutex_);
-  if (!semaphore_table_ready_) {
+  if (!semaphore_table_ready_.load(std::memory_order_relaxed)) {
     // Made on first use: a client that never uses a semaphore adds nothing
     // to the database, and one that does pays one statement once.
     CallBudget budget(options_.io_timeout);
@@ -66,7 +68,7 @@ const SemaphoreTable& Client::semaphore_table() {
       }
       return 0;
     });
-    semaphore_table_ready_ = true;
+    semaphore_table_ready_.store(true, std::memory_order_release);
   }
   return *semaphores_;
 }
@@ -166,8 +168,13 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
       options_.fast_wakeup ? doorbell_name(options_.database, options_.table, permit_bell_key(name, holder.hold_id))
                            : std::string();
   const std::string* bell_ptr = options_.fast_wakeup ? &bell : nullptr;
+  // Set when the last round ended without knowing whether the take ran: if
+  // the rounds run out then, that is a database failure, not a refusal
+  // (try_acquire throws rather than coming back empty).
+  std::optional<BackendError> unknown;
   for (int round = 0; round < kMaxTakeRounds; ++round) {
     doorbell_session = 0;
+    unknown.reset();
     try {
       const auto grow = with_connection([&](Connection& c) {
         if (table.take(c, name, permits, holder, lease_us, watchdog, bell_ptr)) {
@@ -197,6 +204,7 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
       logger_->warn("dlock: permit of semaphore {}: {}; reading whether it was taken", printable(name), e.what());
       PooledConnection fresh = pool_.acquire_fresh();
       if (table.read_permit(*fresh, holder.hold_id)) return true;
+      unknown.emplace(e);
     } catch (const BackendError& e) {
       if (e.code() != kDuplicateKey) throw;
       // The id is already in a row: an earlier run of this very take landed.
@@ -204,6 +212,7 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
       if (table.read_permit(*fresh, holder.hold_id)) return true;
     }
   }
+  if (unknown) throw *unknown;
   return false;
 }
 
