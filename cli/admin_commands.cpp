@@ -11,6 +11,8 @@
 #include "sql/lock_table.hpp"
 #include "sql/semaphore_table.hpp"
 #include "semaphore_view.hpp"
+#include "rw_view.hpp"
+#include "sql/rw_table.hpp"
 #include "lock_view.hpp"
 #include "core/log_format.hpp"
 
@@ -101,6 +103,28 @@ std::vector<SemaphoreView> semaphore_views(details::Connection& c, const Options
   return views;
 }
 
+// Read-write locks with a live write or live reads (among `names`, when
+// given). None when their tables do not exist yet.
+std::vector<RwView> rw_views(details::Connection& c, const Options& options, const std::vector<std::string>& names) {
+  if (!details::RwTable::names_fit(options.table)) return {};
+  const details::RwTable table(options.table);
+  try {
+    table.check_schema(c);
+  } catch (const BackendError& e) {
+    if (e.code() == 1146) return {};
+    throw;
+  }
+  auto views = group_rw(table.read_held_heads(c), table.read_held_readers(c));
+  if (!names.empty()) {
+    views.erase(std::remove_if(views.begin(), views.end(),
+                               [&](const RwView& v) {
+                                 return std::find(names.begin(), names.end(), v.name) == names.end();
+                               }),
+                views.end());
+  }
+  return views;
+}
+
 int status_rows(const Options& options, const std::vector<std::string>& names, bool json) {
   auto c = connect(options);
   const details::LockTable table(options.table);
@@ -121,28 +145,40 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
     }
   }
   const auto semaphores = semaphore_views(*c, options, names);
+  const auto rwlocks = rw_views(*c, options, names);
   if (json) {
     for (const auto& row : rows) std::cout << row_json(row) << "\n";
     for (const auto& view : semaphores) std::cout << semaphore_json(view) << "\n";
+    for (const auto& view : rwlocks) std::cout << rw_json(view) << "\n";
     return kExitOk;
   }
-  // A name asked for that only a semaphore uses: no empty lock row for it.
+  // A name asked for that only a semaphore or read-write lock uses: no
+  // empty lock row for it.
   rows.erase(std::remove_if(rows.begin(), rows.end(),
                             [&](const details::LockRow& row) {
                               return !row.exists &&
-                                     std::any_of(semaphores.begin(), semaphores.end(),
-                                                 [&](const SemaphoreView& v) { return v.name == row.name; });
+                                     (std::any_of(semaphores.begin(), semaphores.end(),
+                                                  [&](const SemaphoreView& v) { return v.name == row.name; }) ||
+                                      std::any_of(rwlocks.begin(), rwlocks.end(),
+                                                  [&](const RwView& v) { return v.name == row.name; }));
                             }),
              rows.end());
-  if (rows.empty() && semaphores.empty()) {
-    std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
-  } else if (!rows.empty()) {
+  bool printed = false;
+  if (!rows.empty()) {
     print_table(rows);
+    printed = true;
   }
   if (!semaphores.empty()) {
-    if (!rows.empty()) std::cout << "\n";
+    if (printed) std::cout << "\n";
     print_cells(semaphore_cells(semaphores));
+    printed = true;
   }
+  if (!rwlocks.empty()) {
+    if (printed) std::cout << "\n";
+    print_cells(rw_cells(rwlocks));
+    printed = true;
+  }
+  if (!printed) std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
   return kExitOk;
 }
 
@@ -157,6 +193,32 @@ int force_release_semaphores(const Options& options, const std::vector<std::stri
       std::cout << "freed " << freed << " permit(s) of semaphore " << readable_name(name) << "\n";
     } else {
       std::cerr << "dlock: semaphore " << readable_name(name) << " had no live permit\n";
+      rc = kExitConflict;
+    }
+  }
+  return rc;
+}
+
+int force_release_rw(const Options& options, const std::vector<std::string>& names, bool reads, bool writes) {
+  auto c = connect(options);
+  const details::RwTable table(options.table);
+  table.check_schema(*c);
+  int rc = kExitOk;
+  for (const auto& name : names) {
+    bool cleared = false;
+    if (writes && table.force_write(*c, name)) {
+      std::cout << "cleared the write hold of read-write lock " << readable_name(name) << "\n";
+      cleared = true;
+    }
+    if (reads) {
+      if (const std::size_t n = table.force_reads(*c, name); n > 0) {
+        std::cout << "cleared " << n << " read hold(s) of read-write lock " << readable_name(name) << "\n";
+        cleared = true;
+      }
+    }
+    if (!cleared) {
+      std::cerr << "dlock: read-write lock " << readable_name(name) << " had no " << (reads && writes ? "hold" : reads ? "read hold" : "write hold")
+                << " to clear\n";
       rc = kExitConflict;
     }
   }
@@ -187,6 +249,8 @@ std::string schema_sql(const std::string& table) {
   // A lock table name over 60 characters leaves no room for "<table>_sem":
   // such a deployment has no semaphores.
   if (details::SemaphoreTable::name_for_fits(table)) sql += "\n\n" + details::SemaphoreTable(table).create_table_sql() + ";";
+  if (details::RwTable::names_fit(table))
+    for (const auto& ddl : details::RwTable(table).create_tables_sql()) sql += "\n\n" + ddl + ";";
   return sql;
 }
 
@@ -194,8 +258,9 @@ int status_command(const Options& options, const std::vector<std::string>& names
   return with_table(options, [&] { return status_rows(options, names, json); });
 }
 
-int force_unlock_command(const Options& options, const std::vector<std::string>& names, bool semaphores) {
-  if (semaphores) return force_release_semaphores(options, names);
+int force_unlock_command(const Options& options, const std::vector<std::string>& names, ForceTarget target) {
+  if (target.semaphores) return force_release_semaphores(options, names);
+  if (target.reads || target.writes) return force_release_rw(options, names, target.reads, target.writes);
   return with_table(options, [&] { return force_unlock_rows(options, names); });
 }
 
@@ -210,8 +275,12 @@ int init_command(const Options& options) {
   }
   const details::SemaphoreTable semaphores(options.table);
   semaphores.create_table(*c);
-  std::cout << "lock table " << options.database << "." << options.table << " and semaphore table "
-            << options.database << "." << semaphores.table() << " are ready (created or upgraded as needed)\n";
+  const details::RwTable rw(options.table);
+  rw.create_tables(*c);
+  std::cout << "lock table " << options.database << "." << options.table << ", semaphore table "
+            << options.database << "." << semaphores.table() << " and read-write lock tables " << options.database
+            << "." << rw.head_table() << ", " << options.database << "." << rw.reader_table()
+            << " are ready (created or upgraded as needed)\n";
   return kExitOk;
 }
 

@@ -11,12 +11,18 @@ namespace dlock::cli {
 
 // Held rows (no names) or the named rows, free or not. Returns an exit code.
 int status_command(const Options& options, const std::vector<std::string>& names, bool json);
-// Clears each name's holder; exit 1 if any name was not held.
-// `semaphores`: the names are semaphores; every live permit of each is freed.
-int force_unlock_command(const Options& options, const std::vector<std::string>& names, bool semaphores);
-// Creates the table (idempotent).
+// What `force-unlock` clears: lock holders, semaphore permits, or the
+// read and/or write holds of read-write locks.
+struct ForceTarget {
+  bool semaphores = false;
+  bool reads = false;   // read-write locks: every read hold
+  bool writes = false;  // read-write locks: the write hold
+};
+// Clears each name's holder(s); exit 1 if any name had none.
+int force_unlock_command(const Options& options, const std::vector<std::string>& names, ForceTarget target);
+// Creates the tables (idempotent).
 int init_command(const Options& options);
-// The CREATE TABLE statement for `table`.
+// The CREATE TABLE statements for `table` (lock, semaphore, read-write lock).
 std::string schema_sql(const std::string& table);
 
 }  // namespace dlock::cli

@@ -1,10 +1,10 @@
 // dlock: a distributed flock(1), lock inspection and administration, on the
 // MySQL/MariaDB lock table of the dlock library.
 //
-//   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-E CODE] NAME COMMAND [ARGS...]
+//   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-s | -x | --permits N] [-E CODE] NAME COMMAND [ARGS...]
 //   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-E CODE] -c 'SHELL COMMAND' NAME
 //   dlock [--url URL] [--table T] status [--json] [NAME...]
-//   dlock [--url URL] [--table T] force-unlock NAME...
+//   dlock [--url URL] [--table T] force-unlock [--semaphore | -s | -x | --read-write] NAME...
 //   dlock [--url URL] [--table T] init [--print-sql]
 //
 // Exit codes are in exit_codes.hpp and `dlock --help`.
@@ -116,9 +116,16 @@ int main(int argc, char** argv) {
                                        "give up after this long: seconds (5, 0.5) or 500ms, 1m30s (default: forever)");
   run_cmd->add_flag("-n,--nonblock,--no-wait", no_wait, "one attempt; do not wait")->excludes(wait_opt);
   run_cmd->add_option("--lease", lease_text, "fixed lease, no renewal (default: watchdog-renewed lease)");
-  run_cmd->add_option("--permits", run.permits,
-                      "hold one permit of semaphore NAME with this bound (1..100000) instead of lock NAME")
-      ->check(CLI::Range(1, 100000));
+  auto* permits_opt = run_cmd->add_option("--permits", run.permits,
+                                          "hold one permit of semaphore NAME with this bound (1..100000) instead of lock NAME")
+                          ->check(CLI::Range(1, 100000));
+  bool run_shared = false, run_exclusive = false;
+  auto* shared_opt = run_cmd->add_flag("-s,--shared", run_shared,
+                                       "hold the read side of read-write lock NAME instead of lock NAME (flock -s)");
+  auto* exclusive_opt = run_cmd->add_flag("-x,--exclusive", run_exclusive,
+                                          "hold the write side of read-write lock NAME instead of lock NAME (flock -x)");
+  shared_opt->excludes(exclusive_opt)->excludes(permits_opt);
+  exclusive_opt->excludes(permits_opt);
   run_cmd->add_option("-E,--conflict-exit-code", run.conflict_exit_code,
                       "exit code when the lock is not had (default 1)")
       ->check(CLI::Range(0, 255));
@@ -130,7 +137,8 @@ int main(int argc, char** argv) {
       "       dlock run [OPTIONS] -c 'SHELL COMMAND' NAME\n"
       "Everything after NAME is the command, its options included (a `--` right after NAME\n"
       "is dropped). The command gets DLOCK_NAME and DLOCK_FENCE (the fencing token) in its\n"
-      "environment (with --permits: DLOCK_FENCE is the slot's token, DLOCK_SLOT the slot)\n"
+      "environment (with --permits: DLOCK_FENCE is the slot's token, DLOCK_SLOT the slot;\n"
+      "with --shared: the read hold's token)\n"
       "and runs in a process group of its own; SIGINT, SIGTERM and SIGHUP sent\n"
       "to dlock are forwarded to that group. Exit 126/127: the command is not executable /\n"
       "not found.");
@@ -147,12 +155,21 @@ int main(int argc, char** argv) {
   auto* force_cmd = app.add_subcommand("force-unlock", "clear the holders of the named locks");
   force_cmd->add_option("names", force_names, "lock names")->required();
   bool force_hex = false;
-  bool force_semaphore = false;
-  force_cmd->add_flag("--semaphore", force_semaphore, "the names are semaphores: free every live permit of each");
+  ForceTarget force_target;
+  bool force_rw = false;
+  auto* force_sem_opt =
+      force_cmd->add_flag("--semaphore", force_target.semaphores, "the names are semaphores: free every live permit of each");
+  auto* force_shared_opt = force_cmd->add_flag(
+      "-s,--shared", force_target.reads, "the names are read-write locks: clear every read hold of each");
+  auto* force_exclusive_opt = force_cmd->add_flag(
+      "-x,--exclusive", force_target.writes, "the names are read-write locks: clear the write hold of each");
+  force_cmd->add_flag("--read-write", force_rw, "the names are read-write locks: clear every hold of each (-s and -x)")
+      ->excludes(force_sem_opt);
+  force_sem_opt->excludes(force_shared_opt)->excludes(force_exclusive_opt);
   force_cmd->add_flag("--hex", force_hex, "the names are given in hex (the name_hex of status --json)");
 
   bool print_sql = false;
-  auto* init_cmd = app.add_subcommand("init", "create the lock and semaphore tables (idempotent)");
+  auto* init_cmd = app.add_subcommand("init", "create the lock, semaphore and read-write lock tables (idempotent)");
   init_cmd->add_flag("--print-sql", print_sql, "print the CREATE TABLE statements instead of running them");
 
   try {
@@ -192,6 +209,8 @@ int main(int argc, char** argv) {
       if (rest.empty()) throw std::invalid_argument("run: no command to run after the lock name " + run.name);
       run.command = rest;
       validate_names({run.name});
+      if (run_shared) run.side = details::LockSide::kRead;
+      if (run_exclusive) run.side = details::LockSide::kWrite;
       if (no_wait) run.wait = Millis::zero();
       if (!wait_text.empty()) run.wait = parse_duration(wait_text, true);
       if (!lease_text.empty()) run.lease = parse_duration(lease_text);
@@ -209,7 +228,8 @@ int main(int argc, char** argv) {
       if (force_hex)
         for (auto& n : force_names) n = from_hex(n);
       validate_names(force_names);
-      return force_unlock_command(options, force_names, force_semaphore);
+      if (force_rw) force_target.reads = force_target.writes = true;
+      return force_unlock_command(options, force_names, force_target);
     }
     return init_command(options);
   } catch (const std::invalid_argument& e) {

@@ -57,6 +57,7 @@
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "lock_view.hpp"
+#include "rw_view.hpp"
 #include "core/log_format.hpp"
 
 extern char** environ;
@@ -300,12 +301,17 @@ int reap(pid_t keeper) {
   }
 }
 
-// What dlock holds while the command runs: the lock NAME, or one permit of
-// the semaphore NAME (--permits).
+// What dlock holds while the command runs: the lock NAME, one permit of the
+// semaphore NAME (--permits), or a side of the read-write lock NAME
+// (--shared, --exclusive).
 class Held {
  public:
   Held(DatabaseDistributedLock& client, const RunArgs& args)
-      : client_(client), core_(details::ClientAccess::of(client)), args_(args) {}
+      : core_(details::ClientAccess::of(client)),
+        args_(args),
+        lock_(args.side == details::LockSide::kMutex ? client.get_lock(args.name)
+              : args.side == details::LockSide::kRead ? client.get_read_write_lock(args.name).read_lock()
+                                                      : client.get_read_write_lock(args.name).write_lock()) {}
 
   // One wait with the library's own deadline (its doorbell and poller), not
   // a series of short waits that re-arm them every time. False: not had
@@ -314,7 +320,7 @@ class Held {
     const bool once = args_.wait && *args_.wait <= Millis::zero();
     if (args_.permits == 0) {
       return core_.acquire(args_.name, Owner::this_thread().id(), args_.lease, args_.wait,
-                           once ? nullptr : &interrupted);
+                           once ? nullptr : &interrupted, args_.side);
     }
     const details::AcquireStep step =
         core_.drive(core_.make_permit_request(args_.name, args_.permits, args_.lease, args_.wait),
@@ -324,12 +330,16 @@ class Held {
   }
   // Ends a wait in acquire() (from the signal thread).
   void interrupt() {
-    core_.interrupt_waits(args_.permits == 0 ? args_.name : details::Client::semaphore_key(args_.name));
+    core_.interrupt_waits(args_.permits != 0                            ? details::Client::semaphore_key(args_.name)
+                          : args_.side == details::LockSide::kMutex ? args_.name
+                                                                    : details::Client::rw_key(args_.side, args_.name));
   }
   // Who has it, for the refusal message.
   std::string holders() {
     try {
-      if (args_.permits == 0) {
+      if (args_.side != details::LockSide::kMutex) {
+        return rw_summary(group_rw_one(args_.name));
+      } else if (args_.permits == 0) {
         const details::LockRow row = core_.inspect(args_.name);
         if (row.held) return holder_summary(row);
       } else {
@@ -341,9 +351,9 @@ class Held {
     }
     return "another owner";
   }
-  // The fencing token: the lock's, or the permit's slot's.
+  // The fencing token: the lock's (or the side's), or the permit's slot's.
   std::uint64_t fence() {
-    if (args_.permits == 0) return client_.fencing_token(args_.name);
+    if (args_.permits == 0) return lock_.fencing_token();
     const auto row = core_.permit_row(permit_);
     return row ? row->fence : 0;
   }
@@ -355,22 +365,36 @@ class Held {
   }
   // Throws BackendError when it cannot tell.
   bool still_held() {
-    if (args_.permits == 0) return client_.is_held_by_current_thread(args_.name);
+    if (args_.permits == 0) return lock_.is_held_by_current_thread();
     return core_.permit_row(permit_).has_value();
   }
   void release() {
     if (args_.permits == 0) {
-      client_.unlock(args_.name);  // never throws for database trouble
+      lock_.unlock();  // never throws for database trouble
     } else {
       core_.release_permit(args_.name, std::exchange(permit_, 0));
     }
   }
-  const char* what() const { return args_.permits == 0 ? "the lock" : "the permit"; }
+  const char* what() const {
+    return args_.permits != 0                           ? "the permit"
+           : args_.side == details::LockSide::kRead  ? "the read lock"
+           : args_.side == details::LockSide::kWrite ? "the write lock"
+                                                     : "the lock";
+  }
 
  private:
-  DatabaseDistributedLock& client_;
+  // Who holds read-write lock `name` now.
+  RwView group_rw_one(const std::string& name) {
+    for (auto& view : group_rw(core_.held_rw_heads(), core_.held_reads()))
+      if (view.name == name) return view;
+    RwView none;
+    none.name = name;
+    return none;
+  }
+
   details::Client& core_;
   const RunArgs& args_;
+  Lock lock_;  // the lock, or the side of the read-write lock (unless --permits)
   std::uint64_t permit_ = 0;
 };
 
@@ -406,7 +430,11 @@ int run_command(Options options, const RunArgs& args) {
   waiting = false;
   if (!acquired) {
     if (interrupted) return 128 + pending.load();
-    std::cerr << "dlock: " << (args.permits == 0 ? "" : "semaphore ") << readable_name(args.name) << " is held by "
+    std::cerr << "dlock: "
+              << (args.permits != 0                           ? "semaphore "
+                  : args.side != details::LockSide::kMutex ? "read-write lock "
+                                                           : "")
+              << readable_name(args.name) << " is held by "
               << held.holders()
               << (args.wait && *args.wait > Millis::zero() ? "; gave up after " + format_duration(*args.wait) : "")
               << "\n";

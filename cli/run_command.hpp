@@ -1,7 +1,8 @@
-// `dlock run`: hold a lock (or a semaphore permit) while a command runs,
-// like flock(1).
+// `dlock run`: hold a lock (a semaphore permit, or a side of a read-write
+// lock) while a command runs, like flock(1).
 #pragma once
 
+#include <dlock/lock.hpp>
 #include <dlock/options.hpp>
 
 #include <cstdint>
@@ -16,6 +17,8 @@ struct RunArgs {
   // > 0 (--permits N): hold one permit of semaphore `name` with bound N
   // instead of the lock `name`.
   std::uint32_t permits = 0;
+  // --shared / --exclusive: the read / write side of read-write lock `name`.
+  details::LockSide side = details::LockSide::kMutex;
   // nullopt: wait forever; zero: one attempt (--no-wait).
   std::optional<Millis> wait;
   // nullopt: watchdog mode.

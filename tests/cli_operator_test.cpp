@@ -257,16 +257,85 @@ TEST_F(Cli, RunWithPermitsHoldsOneSemaphorePermit) {
   EXPECT_EQ(code, 1) << "nothing to free: " << out;
 }
 
-TEST_F(Cli, InitCreatesAndPrintsBothTables) {
+TEST_F(Cli, RunSharedAndExclusiveHoldTheSidesOfAReadWriteLock) {
+  Options o = options_;
+  o.machine_id = "rw-holder";
+  DatabaseDistributedLock holder(o);
+  ReadWriteLock rw = holder.get_read_write_lock("catalog", Owner::create());
+  rw.lock_shared();
+
+  // Reads share: --shared runs beside another reader, with a read token.
+  auto [out, code] = run(args({"run", "-n", "--shared", "catalog", "sh", "-c", "echo fence=$DLOCK_FENCE"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("fence=1"), std::string::npos) << "a read before any write gets token 1: " << out;
+  // A write does not: a conflict naming the read-write lock and its readers.
+  std::tie(out, code) = run(args({"run", "-n", "-x", "catalog", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("read-write lock catalog is held by 1 reader(s)"), std::string::npos) << out;
+  // The mutex of the same name is another namespace.
+  std::tie(out, code) = run(args({"run", "-n", "catalog", "true"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(run(args({"run", "-s", "-x", "catalog", "true"})).second, 2) << "one side at a time";
+  EXPECT_EQ(run(args({"run", "-s", "--permits", "2", "catalog", "true"})).second, 2);
+
+  // status lists the readers, in text and JSON.
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("RWLOCK"), std::string::npos) << out;
+  EXPECT_NE(out.find("rw-holder"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"status", "--json", "catalog"}));
+  EXPECT_EQ(code, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("kind") || j["kind"] != "rwlock") continue;
+    seen = true;
+    EXPECT_EQ(j["name"], "catalog");
+    EXPECT_EQ(j["readers_count"], 1);
+    EXPECT_TRUE(j["writer"].is_null());
+    ASSERT_EQ(j["readers"].size(), 1u);
+    EXPECT_EQ(j["readers"][0]["machine_id"], "rw-holder");
+  }
+  EXPECT_TRUE(seen) << out;
+
+  // A waiting --exclusive goes when the reader releases; its command sees
+  // the write token.
+  ChildProcess writer(test::cli_path(), args({"run", "-x", "-w", "30", "catalog", "sh", "-c", "echo wrote=$DLOCK_FENCE"}),
+                      true);
+  EXPECT_FALSE(writer.wait_for_line("wrote=", 500ms)) << "wrote while a reader read";
+  rw.unlock_shared();
+  EXPECT_TRUE(writer.wait_for_line("wrote=2", 10s));
+
+  // force-unlock clears each side.
+  rw.lock();
+  std::tie(out, code) = run(args({"force-unlock", "--shared", "catalog"}));
+  EXPECT_EQ(code, 1) << "no read hold to clear: " << out;
+  std::tie(out, code) = run(args({"force-unlock", "--exclusive", "catalog"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cleared the write hold of read-write lock catalog"), std::string::npos) << out;
+  rw.unlock();  // found lost; returns normally
+  rw.lock_shared();
+  std::tie(out, code) = run(args({"force-unlock", "--read-write", "catalog"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cleared 1 read hold(s)"), std::string::npos) << out;
+  EXPECT_TRUE(holder.get_read_write_lock("catalog").try_lock()) << "no read left behind";
+  holder.get_read_write_lock("catalog").unlock();
+  rw.unlock_shared();
+}
+
+TEST_F(Cli, InitCreatesAndPrintsEveryTable) {
   auto [out, code] = run(args({"init", "--print-sql"}));
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + "`"), std::string::npos) << out;
-  EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + "_sem`"), std::string::npos) << out;
+  for (const char* suffix : {"", "_sem", "_rw", "_rwr"})
+    EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + suffix + "`"), std::string::npos) << out;
   std::tie(out, code) = run(args({"init"}));
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND "
-                               "TABLE_NAME = '" + options_.table + "_sem'"),
-            "1");
+                               "TABLE_NAME IN ('" + options_.table + "_sem', '" + options_.table + "_rw', '" +
+                               options_.table + "_rwr')"),
+            "3");
 }
 
 }  // namespace

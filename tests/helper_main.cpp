@@ -17,6 +17,12 @@
 //   dlock_test_helper URL permit-for NAME PERMITS MS
 //       Acquire a permit (watchdog mode), print "acquired", hold it MS
 //       milliseconds, release it, print "released", exit.
+//   dlock_test_helper URL hold-read NAME   /   hold-write NAME
+//       Acquire the read / write side of read-write lock NAME (watchdog
+//       mode), print "acquired FENCE", then sleep until killed.
+//   dlock_test_helper URL read-for NAME MS   /   write-for NAME MS
+//       Acquire that side, print "acquired FENCE", hold it MS milliseconds,
+//       release it, print "released", exit.
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
@@ -74,6 +80,23 @@ int main(int argc, char** argv) {
       std::cout << "acquired" << std::endl;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[5])));
       permit.release();
+      std::cout << "released" << std::endl;
+      return 0;
+    }
+    if ((command == "hold-read" || command == "hold-write") && argc == 4) {
+      dlock::ReadWriteLock rw = client.get_read_write_lock(name);
+      dlock::Lock side = command == "hold-read" ? rw.read_lock() : rw.write_lock();
+      side.lock();
+      std::cout << "acquired " << side.fencing_token() << std::endl;
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if ((command == "read-for" || command == "write-for") && argc == 5) {
+      dlock::ReadWriteLock rw = client.get_read_write_lock(name);
+      dlock::Lock side = command == "read-for" ? rw.read_lock() : rw.write_lock();
+      side.lock();
+      std::cout << "acquired " << side.fencing_token() << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[4])));
+      side.unlock();
       std::cout << "released" << std::endl;
       return 0;
     }

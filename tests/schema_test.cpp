@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sql/lock_table.hpp"
+#include "sql/rw_table.hpp"
 #include "sql/semaphore_table.hpp"
 #include "test_env.hpp"
 
@@ -18,10 +19,12 @@ TEST(Schema, ShippedSqlMatchesTheLibrary) {
   ASSERT_TRUE(in.good());
   std::stringstream text;
   text << in.rdbuf();
-  const std::string expected = details::LockTable("distributed_lock").create_table_sql() + ";\n\n" +
-                               details::SemaphoreTable("distributed_lock").create_table_sql() + ";\n";
+  std::string expected = details::LockTable("distributed_lock").create_table_sql() + ";\n\n" +
+                         details::SemaphoreTable("distributed_lock").create_table_sql() + ";";
+  for (const auto& ddl : details::RwTable("distributed_lock").create_tables_sql()) expected += "\n\n" + ddl + ";";
+  expected += "\n";
   EXPECT_NE(text.str().find(expected), std::string::npos)
-      << "sql/schema.sql is out of date; it must contain both tables' create_table_sql() verbatim:\n"
+      << "sql/schema.sql is out of date; it must contain every table's CREATE TABLE verbatim:\n"
       << expected;
 }
 

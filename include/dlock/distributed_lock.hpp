@@ -65,6 +65,7 @@
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "dlock/semaphore.hpp"
 
 namespace dlock {
@@ -168,6 +169,14 @@ class DLOCK_API DatabaseDistributedLock {
   // characters (the semaphore table is named "<table>_sem"). The handle
   // must not outlive this client.
   [[nodiscard]] Semaphore get_semaphore(std::string name, std::uint32_t permits);
+  // A copyable handle on read-write lock `name` (see
+  // <dlock/read_write_lock.hpp>) acting for whichever thread calls it.
+  // Throws std::invalid_argument (no SQL) for a bad name or an
+  // Options::table over 60 characters (its tables are "<table>_rw" and
+  // "<table>_rwr"). The handle must not outlive this client.
+  [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name);
+  // The same, both sides acting for `owner` from any thread.
+  [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name, Owner owner);
   // Ends `owner`'s pending asynchronous lock waits in this client (see
   // <dlock/asio.hpp>): each completes with Cancelled and holds nothing.
   // Waits that start later are not affected; neither are synchronous waits
@@ -180,14 +189,20 @@ class DLOCK_API DatabaseDistributedLock {
   friend struct details::ClientAccess;
   friend struct details::AsyncAccess;
   friend class Lock;
+  friend class ReadWriteLock;
   friend struct details::SemaphoreAccess;
-  // For Lock: the same operations for an explicit owner id.
+  // For Lock: the same operations for an explicit owner id (0: the calling
+  // thread) on a mutex or one side of a read-write lock.
+  using Side = details::LockSide;
   bool acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                   std::optional<Millis> wait);
-  void release_for(std::string_view name, std::uint64_t owner);
-  bool is_held_by(std::string_view name, std::uint64_t owner);
-  int hold_count_for(std::string_view name, std::uint64_t owner);
-  std::uint64_t fencing_token_for(std::string_view name, std::uint64_t owner);
+                   std::optional<Millis> wait, Side side = Side::kMutex);
+  void release_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  bool is_held_by(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  int hold_count_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  std::uint64_t fencing_token_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  bool force_unlock_side(std::string_view name, Side side);
+  bool is_locked_side(std::string_view name, Side side);
+  std::optional<Millis> remaining_ttl_side(std::string_view name, Side side);
 
   std::unique_ptr<details::Client> client_;
 };

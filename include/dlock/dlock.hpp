@@ -24,5 +24,6 @@
 #include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
+#include "dlock/read_write_lock.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/version.hpp"

@@ -22,6 +22,11 @@
 // different threads. A handle from get_lock(name) acts for the calling
 // thread; one from get_lock(name, owner) acts for that Owner from any thread
 // (and its is_held_by_current_thread() and hold_count() report that owner).
+//
+// The same class is each side of a read-write lock (dlock/read_write_lock.hpp):
+// ReadWriteLock::read_lock() and write_lock() return Lock handles whose
+// every member (and every asynchronous operation of dlock/asio.hpp) acts on
+// that side.
 #pragma once
 
 #include <chrono>
@@ -36,6 +41,7 @@
 namespace dlock {
 
 class DatabaseDistributedLock;
+class ReadWriteLock;
 namespace details {
 struct AsyncAccess;
 }
@@ -57,6 +63,11 @@ Millis saturating_wait(const std::chrono::duration<Rep, Period>& wait) {
 
 class DLOCK_API Lock {
  public:
+  // Which lock a handle names: a mutex (get_lock), or one side of a
+  // read-write lock (ReadWriteLock::read_lock(), write_lock()). Each is a
+  // namespace of its own.
+  enum class Side : unsigned char { kMutex, kRead, kWrite };
+
   void lock();
   void lock(Millis lease);
   [[nodiscard]] bool try_lock();
@@ -93,14 +104,20 @@ class DLOCK_API Lock {
 
  private:
   friend class DatabaseDistributedLock;
+  friend class ReadWriteLock;
   friend struct details::AsyncAccess;
-  Lock(DatabaseDistributedLock* client, std::string name, std::uint64_t owner)
-      : client_(client), name_(std::move(name)), owner_(owner) {}
+  Lock(DatabaseDistributedLock* client, std::string name, std::uint64_t owner, Side side = Side::kMutex)
+      : client_(client), name_(std::move(name)), owner_(owner), side_(side) {}
   bool try_lock_waiting(Millis wait);
 
   DatabaseDistributedLock* client_;
   std::string name_;
   std::uint64_t owner_;  // 0: whichever thread calls
+  Side side_;
 };
+
+namespace details {
+using LockSide = Lock::Side;
+}  // namespace details
 
 }  // namespace dlock

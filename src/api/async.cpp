@@ -16,6 +16,7 @@ struct AsyncAccess {
   static DatabaseDistributedLock* handle_client(const Semaphore& semaphore) { return semaphore.client_; }
   static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
   static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
+  static LockSide side(const Lock& lock) { return lock.side_; }
   static std::uint64_t owner(const Lock& lock) {
     return lock.owner_ != 0 ? lock.owner_ : current_thread_id();
   }
@@ -64,19 +65,20 @@ AsyncOperationId start_acquire(DatabaseDistributedLock* handle, std::unique_ptr<
 AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
                                   std::unique_ptr<AsyncCompletion> completion) {
   return start_acquire(AsyncAccess::handle_client(lock), std::move(completion), [&](Client& client) {
-    return client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait);
+    return client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait,
+                               AsyncAccess::side(lock));
   });
 }
 
 void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
   Client& client = AsyncAccess::client(AsyncAccess::handle_client(lock));
   auto job = [&client, name = AsyncAccess::name(lock), owner = AsyncAccess::owner(lock),
-              completion = std::move(completion)](bool run) mutable {
+              side = AsyncAccess::side(lock), completion = std::move(completion)](bool run) mutable {
     std::exception_ptr error = run ? nullptr : shutting_down();
     if (run) {
       try {
         const Client::WarmestConnection warmest;
-        client.release(name, owner);
+        client.release(name, owner, side);
       } catch (...) {
         error = std::current_exception();
       }

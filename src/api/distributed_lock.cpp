@@ -40,16 +40,16 @@ bool DatabaseDistributedLock::try_lock(std::string_view name, Millis wait, Milli
 
 void DatabaseDistributedLock::unlock(std::string_view name) { release_for(name, 0); }
 
-bool DatabaseDistributedLock::force_unlock(std::string_view name) { return client_->force_release(name); }
+bool DatabaseDistributedLock::force_unlock(std::string_view name) { return force_unlock_side(name, Side::kMutex); }
 
-bool DatabaseDistributedLock::is_locked(std::string_view name) { return client_->is_locked(name); }
+bool DatabaseDistributedLock::is_locked(std::string_view name) { return is_locked_side(name, Side::kMutex); }
 
 bool DatabaseDistributedLock::is_held_by_current_thread(std::string_view name) { return is_held_by(name, 0); }
 
 int DatabaseDistributedLock::hold_count(std::string_view name) { return hold_count_for(name, 0); }
 
 std::optional<Millis> DatabaseDistributedLock::remaining_ttl(std::string_view name) {
-  return client_->remaining_ttl(name);
+  return remaining_ttl_side(name, Side::kMutex);
 }
 
 std::uint64_t DatabaseDistributedLock::fencing_token(std::string_view name) { return fencing_token_for(name, 0); }
@@ -64,29 +64,53 @@ Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
   return Lock(this, std::move(name), owner.id());
 }
 
+ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name) {
+  details::validate_name(name);
+  client_->validate_rw();
+  return ReadWriteLock(this, std::move(name), 0);
+}
+
+ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name, Owner owner) {
+  details::validate_name(name);
+  client_->validate_rw();
+  return ReadWriteLock(this, std::move(name), owner.id());
+}
+
 void DatabaseDistributedLock::cancel(Owner owner) { client_->async().cancel_owner(owner.id()); }
 
 const std::string& DatabaseDistributedLock::machine_id() const noexcept { return client_->machine_id(); }
 
 bool DatabaseDistributedLock::acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                                          std::optional<Millis> wait) {
-  return client_->acquire(name, resolve(owner), lease, wait);
+                                          std::optional<Millis> wait, Side side) {
+  return client_->acquire(name, resolve(owner), lease, wait, nullptr, side);
 }
 
-void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner) {
-  client_->release(name, resolve(owner));
+void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner, Side side) {
+  client_->release(name, resolve(owner), side);
 }
 
-bool DatabaseDistributedLock::is_held_by(std::string_view name, std::uint64_t owner) {
-  return client_->is_held_by(name, resolve(owner));
+bool DatabaseDistributedLock::is_held_by(std::string_view name, std::uint64_t owner, Side side) {
+  return client_->is_held_by(name, resolve(owner), side);
 }
 
-int DatabaseDistributedLock::hold_count_for(std::string_view name, std::uint64_t owner) {
-  return client_->hold_count(name, resolve(owner));
+int DatabaseDistributedLock::hold_count_for(std::string_view name, std::uint64_t owner, Side side) {
+  return client_->hold_count(name, resolve(owner), side);
 }
 
-std::uint64_t DatabaseDistributedLock::fencing_token_for(std::string_view name, std::uint64_t owner) {
-  return client_->fencing_token(name, resolve(owner));
+std::uint64_t DatabaseDistributedLock::fencing_token_for(std::string_view name, std::uint64_t owner, Side side) {
+  return client_->fencing_token(name, resolve(owner), side);
+}
+
+bool DatabaseDistributedLock::force_unlock_side(std::string_view name, Side side) {
+  return client_->force_release(name, side);
+}
+
+bool DatabaseDistributedLock::is_locked_side(std::string_view name, Side side) {
+  return client_->is_locked(name, side);
+}
+
+std::optional<Millis> DatabaseDistributedLock::remaining_ttl_side(std::string_view name, Side side) {
+  return client_->remaining_ttl(name, side);
 }
 
 }  // namespace dlock

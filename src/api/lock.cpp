@@ -5,17 +5,17 @@
 
 namespace dlock {
 
-void Lock::lock() { client_->acquire_for(name_, owner_, std::nullopt, std::nullopt); }
-void Lock::lock(Millis lease) { client_->acquire_for(name_, owner_, lease, std::nullopt); }
-bool Lock::try_lock() { return client_->acquire_for(name_, owner_, std::nullopt, Millis::zero()); }
-bool Lock::try_lock(Millis wait, Millis lease) { return client_->acquire_for(name_, owner_, lease, wait); }
-bool Lock::try_lock_waiting(Millis wait) { return client_->acquire_for(name_, owner_, std::nullopt, wait); }
-void Lock::unlock() { client_->release_for(name_, owner_); }
-bool Lock::force_unlock() { return client_->force_unlock(name_); }
-bool Lock::is_locked() const { return client_->is_locked(name_); }
-bool Lock::is_held_by_current_thread() const { return client_->is_held_by(name_, owner_); }
-int Lock::hold_count() const { return client_->hold_count_for(name_, owner_); }
-std::optional<Millis> Lock::remaining_ttl() const { return client_->remaining_ttl(name_); }
-std::uint64_t Lock::fencing_token() const { return client_->fencing_token_for(name_, owner_); }
+void Lock::lock() { client_->acquire_for(name_, owner_, std::nullopt, std::nullopt, side_); }
+void Lock::lock(Millis lease) { client_->acquire_for(name_, owner_, lease, std::nullopt, side_); }
+bool Lock::try_lock() { return client_->acquire_for(name_, owner_, std::nullopt, Millis::zero(), side_); }
+bool Lock::try_lock(Millis wait, Millis lease) { return client_->acquire_for(name_, owner_, lease, wait, side_); }
+bool Lock::try_lock_waiting(Millis wait) { return client_->acquire_for(name_, owner_, std::nullopt, wait, side_); }
+void Lock::unlock() { client_->release_for(name_, owner_, side_); }
+bool Lock::force_unlock() { return client_->force_unlock_side(name_, side_); }
+bool Lock::is_locked() const { return client_->is_locked_side(name_, side_); }
+bool Lock::is_held_by_current_thread() const { return client_->is_held_by(name_, owner_, side_); }
+int Lock::hold_count() const { return client_->hold_count_for(name_, owner_, side_); }
+std::optional<Millis> Lock::remaining_ttl() const { return client_->remaining_ttl_side(name_, side_); }
+std::uint64_t Lock::fencing_token() const { return client_->fencing_token_for(name_, owner_, side_); }
 
 }  // namespace dlock

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dlock/lock.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock::details {
@@ -22,9 +23,12 @@ struct AcquireRequest {
   std::uint64_t owner = 0;  // an Owner id, never 0 (0 for a semaphore permit: permits have no owner)
   // > 0: a permit of semaphore `name` under this bound, not a lock hold.
   std::uint32_t permits = 0;
-  // The WaiterRegistry entry its waits use: the name for a lock; for a
-  // semaphore the name behind a NUL byte, which no lock name contains, so
-  // the namespaces never meet.
+  // For a lock hold: the mutex `name`, or a side of read-write lock `name`.
+  LockSide side = LockSide::kMutex;
+  // The WaiterRegistry entry its waits use: the name for a mutex; for a
+  // semaphore or a side of a read-write lock the name behind NUL and a
+  // letter (Client::semaphore_key, Client::rw_key): no name contains NUL,
+  // so the namespaces never meet.
   std::string waiter_key;
   Millis lease{0};          // watchdog_timeout in watchdog mode
   bool watchdog = true;

@@ -94,6 +94,8 @@ Client::Client(Options options)
       semaphores_(SemaphoreTable::name_for_fits(options_.table)
                       ? std::make_unique<const SemaphoreTable>(options_.table, logger_)
                       : nullptr),
+      rw_(RwTable::names_fit(options_.table) ? std::make_unique<const RwTable>(options_.table, logger_) : nullptr),
+      client_key_(new_hold_id()),
       io_(io_settings(options_), logger_),
       async_(options_.pool_size) {
   // Connecting here makes an unreachable database fail at construction.
@@ -113,14 +115,28 @@ Client::Client(Options options)
             [this](const IoThread::ConnectionSource& c) { renew_permits_tick(c); });
   io_.every(options_.poll_interval, "polling waited-for semaphores",
             [this](const IoThread::ConnectionSource& c) { poll_semaphores_tick(c); });
+  io_.every(renew_period(), "renewing read-write locks",
+            [this](const IoThread::ConnectionSource& c) { renew_rw_tick(c); });
+  io_.every(options_.poll_interval, "polling waited-for read-write locks",
+            [this](const IoThread::ConnectionSource& c) { poll_rw_tick(c); });
   if (options_.fast_wakeup) {
     // One GET_LOCK wait must end before the connection's read timeout.
     const auto io_seconds = (options_.io_timeout.count() + 999) / 1000;
     const int wait_seconds = static_cast<int>(std::min<std::int64_t>(10, io_seconds - 1));
     if (wait_seconds >= 1) {
       DoorbellWatcher::Hooks hooks;
-      hooks.ring = [this](const std::string& key) { waiters_.wake_one(waiter_key_of_bell(key)); };
-      hooks.waited = [this](const std::string& key) { return waiters_.has(waiter_key_of_bell(key)); };
+      hooks.ring = [this](const std::string& key) {
+        const std::string waiter = waiter_key_of_bell(key);
+        // A write side's release lets every reader in, and one writer.
+        if (is_rw_key(waiter) && waiter[1] == 'w') waiters_.wake_all(rw_key(LockSide::kRead, waiter.substr(2)));
+        waiters_.wake_one(waiter);
+      };
+      hooks.waited = [this](const std::string& key) {
+        const std::string waiter = waiter_key_of_bell(key);
+        if (is_rw_key(waiter) && waiter[1] == 'w' && waiters_.has(rw_key(LockSide::kRead, waiter.substr(2))))
+          return true;
+        return waiters_.has(waiter);
+      };
       hooks.interrupt = [this](std::uint64_t server_id, std::function<bool()> still_waiting) {
         io_.post("interrupting a doorbell wait",
                  [server_id, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
@@ -160,6 +176,7 @@ Client::~Client() {
                     machine_id_, holds.size(), e.what());
     }
   }
+  release_rw_at_shutdown();
   const auto permits = permits_.live_ids();
   if (!permits.empty() && semaphores_) {
     try {
@@ -183,12 +200,24 @@ std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
 }
 
 AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                                    std::optional<Millis> wait) const {
+                                    std::optional<Millis> wait, LockSide side) const {
   validate_name(name);
   if (lease) validate_lease(*lease);
   AcquireRequest r;
   r.name = std::string(name);
-  r.waiter_key = r.name;
+  r.side = side;
+  if (side == LockSide::kMutex) {
+    r.waiter_key = r.name;
+  } else {
+    validate_rw();
+    r.waiter_key = rw_key(side, name);
+    if (side == LockSide::kWrite && !rw_holds_.find(r.waiter_key, owner) &&
+        rw_holds_.find(rw_key(LockSide::kRead, name), owner)) {
+      throw std::logic_error("dlock: the owner holds only the read side of read-write lock \"" + printable(name) +
+                             "\" and asks for the write side: upgrading is not supported (two readers upgrading "
+                             "at once would wait for each other forever); release the read side first");
+    }
+  }
   r.owner = owner;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(options_.watchdog_timeout);
@@ -200,6 +229,7 @@ AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, 
 
 AcquireStep Client::attempt_step(const AcquireRequest& r) {
   if (r.permits != 0) return attempt_permit_step(r);
+  if (r.side != LockSide::kMutex) return attempt_rw_step(r);
   AcquireStep step;
   const Attempt a = attempt(r.name, r.owner, r.lease, r.watchdog, !r.single_attempt);
   if (a.acquired) {
@@ -229,17 +259,28 @@ AcquireStep Client::wait_step(const AcquireRequest& r, std::int64_t ttl_us) {
 }
 
 void Client::waiting_ended(const std::string& key) {
-  if (!doorbells_ || waiters_.has(key)) return;
+  if (waiters_.has(key)) return;
+  if (is_rw_key(key)) {
+    const std::string name = key.substr(2);
+    if (key[1] == 'w') {
+      unmark_intent(name);          // readers are no longer held back by this client's writers
+      arm_hold_bells('q', name, {});  // stops watching readers' doorbells
+    }
+    if (doorbells_ && !waiters_.has(rw_key(LockSide::kRead, name)) && !waiters_.has(rw_key(LockSide::kWrite, name)))
+      doorbells_->disarm(rw_key(LockSide::kWrite, name));
+    return;
+  }
+  if (!doorbells_) return;
   if (is_semaphore_key(key)) {
-    arm_permit_bells(key.substr(1), {});  // stops watching its permits' doorbells
+    arm_hold_bells('p', key.substr(2), {});  // stops watching its permits' doorbells
   } else {
     doorbells_->disarm(key);
   }
 }
 
 bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                     std::optional<Millis> wait, const std::atomic<bool>* interrupted) {
-  return drive(make_request(name, owner, lease, wait), interrupted).next == AcquireStep::Next::kAcquired;
+                     std::optional<Millis> wait, const std::atomic<bool>* interrupted, LockSide side) {
+  return drive(make_request(name, owner, lease, wait, side), interrupted).next == AcquireStep::Next::kAcquired;
 }
 
 AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
@@ -420,7 +461,8 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
 
 // ---------------------------------------------------------------- release
 
-void Client::release(std::string_view name, std::uint64_t owner) {
+void Client::release(std::string_view name, std::uint64_t owner, LockSide side) {
+  if (side != LockSide::kMutex) return release_rw(name, owner, side);
   validate_name(name);
   std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   const std::optional<Hold> before = holds_.take_one(name, owner);
@@ -487,8 +529,9 @@ void Client::release(std::string_view name, std::uint64_t owner) {
   if (target == 0) waiters_.wake_one(name);
 }
 
-bool Client::force_release(std::string_view name) {
+bool Client::force_release(std::string_view name, LockSide side) {
   validate_name(name);
+  if (side != LockSide::kMutex) return force_release_rw(name, side);
   CallBudget budget(options_.io_timeout);
   const auto run = [&] { return with_connection([&](Connection& c) { return table_.force_release(c, name); }); };
   bool cleared = false;
@@ -577,33 +620,38 @@ LockRow Client::inspect(std::string_view name) {
   return read_row(name);
 }
 
-bool Client::is_locked(std::string_view name) {
+bool Client::is_locked(std::string_view name, LockSide side) {
   validate_name(name);
+  if (side != LockSide::kMutex) return rw_is_locked(name, side);
   CallBudget budget(options_.io_timeout);
   return read_row(name).held;
 }
 
-bool Client::is_held_by(std::string_view name, std::uint64_t owner) {
+bool Client::is_held_by(std::string_view name, std::uint64_t owner, LockSide side) {
   validate_name(name);
+  if (side != LockSide::kMutex) return confirmed_rw_hold(side, name, owner, nullptr).has_value();
   return confirmed_hold(name, owner, nullptr).has_value();
 }
 
-int Client::hold_count(std::string_view name, std::uint64_t owner) {
+int Client::hold_count(std::string_view name, std::uint64_t owner, LockSide side) {
   validate_name(name);
-  const auto hold = confirmed_hold(name, owner, nullptr);
+  const auto hold = side != LockSide::kMutex ? confirmed_rw_hold(side, name, owner, nullptr)
+                                             : confirmed_hold(name, owner, nullptr);
   return hold ? static_cast<int>(hold->count) : 0;
 }
 
-std::optional<Millis> Client::remaining_ttl(std::string_view name) {
+std::optional<Millis> Client::remaining_ttl(std::string_view name, LockSide side) {
   validate_name(name);
+  if (side != LockSide::kMutex) return rw_remaining_ttl(name, side);
   CallBudget budget(options_.io_timeout);
   const LockRow row = read_row(name);
   if (!row.held) return std::nullopt;
   return Millis(std::max<std::int64_t>(0, row.ttl_us.value_or(0) / 1000));
 }
 
-std::uint64_t Client::fencing_token(std::string_view name, std::uint64_t owner) {
+std::uint64_t Client::fencing_token(std::string_view name, std::uint64_t owner, LockSide side) {
   validate_name(name);
+  if (side != LockSide::kMutex) return rw_fencing_token(name, owner, side);
   const auto hold = holds_.find(name, owner);
   if (!hold || hold->lost || Clock::now() >= hold->deadline) return 0;
   if (hold->fence != 0) return hold->fence;
@@ -684,7 +732,8 @@ void Client::renew_tick(const IoThread::ConnectionSource& connection) {
 
 void Client::poll_tick(const IoThread::ConnectionSource& connection) {
   auto names = waiters_.names();
-  names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& k) { return is_semaphore_key(k); }),
+  // Mutex names only: every other key starts with NUL (no name does).
+  names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& k) { return k.front() == '\0'; }),
               names.end());
   if (names.empty()) return;
   CallBudget budget(options_.io_timeout);

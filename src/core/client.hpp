@@ -43,6 +43,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/acquire_request.hpp"
@@ -55,7 +56,9 @@
 #include "core/io_thread.hpp"
 #include "core/known_rows.hpp"
 #include "core/permit_registry.hpp"
+#include "core/reader_slots.hpp"
 #include "sql/lock_table.hpp"
+#include "sql/rw_table.hpp"
 #include "sql/semaphore_table.hpp"
 #include "wakeup/waiter_registry.hpp"
 
@@ -80,13 +83,18 @@ class Client {
   //
   // The synchronous driver of the acquire engine (acquire_request.hpp): it
   // blocks the calling thread between attempts. AsyncAcquire is the other.
+  //
+  // `side`: the mutex `name` (the default) or a side of read-write lock
+  // `name` (client_rw.cpp); every operation below that takes one.
   bool acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease, std::optional<Millis> wait,
-               const std::atomic<bool>* interrupted = nullptr);
+               const std::atomic<bool>* interrupted = nullptr, LockSide side = LockSide::kMutex);
 
   // The engine, for both drivers. make_request validates (throws
-  // std::invalid_argument, before any SQL) and fixes the deadline now.
+  // std::invalid_argument, before any SQL) and fixes the deadline now. For
+  // the write side of a read-write lock it throws std::logic_error when the
+  // owner holds only the read side (an upgrade).
   AcquireRequest make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
-                              std::optional<Millis> wait) const;
+                              std::optional<Millis> wait, LockSide side = LockSide::kMutex) const;
   // One attempt for the request, and what to do next. On a refusal it arms
   // the doorbell of a holder in another client. Throws LockLostError,
   // BackendError.
@@ -120,16 +128,41 @@ class Client {
   // Wakes every local waiter of `name` so each looks at its `interrupted`
   // flag (the others just try again). Thread-safe; not async-signal-safe.
   void interrupt_waits(std::string_view name) { waiters_.wake_all(name); }
-  void release(std::string_view name, std::uint64_t owner);
-  bool force_release(std::string_view name);
+  void release(std::string_view name, std::uint64_t owner, LockSide side = LockSide::kMutex);
+  bool force_release(std::string_view name, LockSide side = LockSide::kMutex);
 
-  bool is_locked(std::string_view name);
+  bool is_locked(std::string_view name, LockSide side = LockSide::kMutex);
   // The row of `name` as it is now (operator tools).
   LockRow inspect(std::string_view name);
-  bool is_held_by(std::string_view name, std::uint64_t owner);
-  int hold_count(std::string_view name, std::uint64_t owner);
-  std::optional<Millis> remaining_ttl(std::string_view name);
-  std::uint64_t fencing_token(std::string_view name, std::uint64_t owner);
+  bool is_held_by(std::string_view name, std::uint64_t owner, LockSide side = LockSide::kMutex);
+  int hold_count(std::string_view name, std::uint64_t owner, LockSide side = LockSide::kMutex);
+  std::optional<Millis> remaining_ttl(std::string_view name, LockSide side = LockSide::kMutex);
+  std::uint64_t fencing_token(std::string_view name, std::uint64_t owner, LockSide side = LockSide::kMutex);
+
+  // ------------------------------------------------ read-write locks (client_rw.cpp)
+  //
+  // A write hold is the head row of the name (rw_table.hpp); a read hold is
+  // one of this client's reader slot rows (ReaderSlots), counted on the
+  // head. Both are registered in rw_holds_ under rw_key(side, name) and
+  // renewed by the watchdog: all write holds in one statement per tick, all
+  // read holds in another. Waiters use the WaiterRegistry under the same
+  // keys; a write release wakes every local reader and one writer, a read
+  // release one writer.
+  //
+  // Throws std::invalid_argument when the lock table's name leaves no room
+  // for the read-write lock tables'.
+  void validate_rw() const;
+  // The read-write lock tables, created (or checked) on first use.
+  const RwTable& rw_table();
+  // Every head row with a live write or counted reads, and every live read
+  // hold (operator tools).
+  std::vector<RwHead> held_rw_heads();
+  std::vector<ReaderRow> held_reads();
+  // NUL, 'r' or 'w', the name: the waiter and hold key of a side.
+  static std::string rw_key(LockSide side, std::string_view name);
+  static bool is_rw_key(std::string_view key) {
+    return key.size() >= 2 && key[0] == '\0' && (key[1] == 'r' || key[1] == 'w');
+  }
 
   // ------------------------------------------------ semaphores (client_semaphore.cpp)
   //
@@ -167,14 +200,21 @@ class Client {
   // The semaphore table, created (or checked) on first use. Throws
   // BackendError.
   const SemaphoreTable& semaphore_table();
-  static std::string semaphore_key(std::string_view name) { return std::string(1, '\0') + std::string(name); }
-  static bool is_semaphore_key(std::string_view key) { return !key.empty() && key.front() == '\0'; }
-  // The DoorbellWatcher key of permit `id` of semaphore `name`: NUL, 'p',
-  // 16 hex digits, the name. Its doorbell is doorbell_name() of that key,
-  // computed the same way by the holder and every waiter.
-  static std::string permit_bell_key(std::string_view name, std::uint64_t id);
+  static std::string semaphore_key(std::string_view name) { return std::string("\0s", 2) + std::string(name); }
+  static bool is_semaphore_key(std::string_view key) { return key.size() >= 2 && key[0] == '\0' && key[1] == 's'; }
+  // The DoorbellWatcher key of one hold with a doorbell of its own: NUL,
+  // `kind`, 16 hex digits of the hold's id, the name. Kind 'p': a permit of
+  // semaphore `name`; 'q': a read hold of read-write lock `name`. Its
+  // doorbell is doorbell_name() of that key, computed the same way by the
+  // holder and every waiter. (A mutex's and a write side's doorbell keys
+  // are the name and rw_key(kWrite, name).)
+  static std::string hold_bell_key(char kind, std::string_view name, std::uint64_t id);
+  static std::string permit_bell_key(std::string_view name, std::uint64_t id) {
+    return hold_bell_key('p', name, id);
+  }
   // The WaiterRegistry key a DoorbellWatcher key rings: the semaphore's for
-  // a permit bell key, else the key itself (a lock name).
+  // a permit, the write side's for a read hold, else the key itself (a
+  // mutex's name, or a write side's key, which also rings its readers).
   static std::string waiter_key_of_bell(const std::string& key);
 
   const std::string& machine_id() const noexcept { return machine_id_; }
@@ -252,10 +292,11 @@ class Client {
   // permit's doorbell with it (0 if none).
   bool take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder, std::int64_t lease_us,
                    bool watchdog, std::uint64_t& doorbell_session);
-  // Watches the doorbells of these permits (of other clients) for the
-  // semaphore's waiters here, and stops watching the ones it watched for
-  // the semaphore before that are not among them.
-  void arm_permit_bells(const std::string& name, const std::vector<std::uint64_t>& ids);
+  // Watches the doorbells of these holds (kind 'p': permits of semaphore
+  // `name`; 'q': read holds of read-write lock `name`; of other clients)
+  // for the waiters here, and stops watching the ones it watched for the
+  // name and kind before that are not among them.
+  void arm_hold_bells(char kind, const std::string& name, const std::vector<std::uint64_t>& ids);
   // Gives back a lost permit's doorbell (when its session is idle).
   void forget_permit_bell(const HeldPermit& permit, std::uint64_t id);
   // Gives back doorbell `bell` held by pooled session `session` as soon as
@@ -263,6 +304,57 @@ class Client {
   void drop_bell_when_idle(std::string bell, std::uint64_t session);
   void renew_permits_tick(const IoThread::ConnectionSource& connection);
   void poll_semaphores_tick(const IoThread::ConnectionSource& connection);
+
+  // Runs `release(connection, bell)` (-> bool) for a full release whose
+  // hold may have a doorbell on pooled session `session` (0: none): on that
+  // session with the bell, so the statement rings it; if another thread is
+  // using the session, on any connection without it, and the bell is given
+  // back the moment the session is idle. Never waits for the session.
+  template <class Release>
+  bool release_ringing(std::uint64_t session, const std::string& bell, Release&& release) {
+    if (session == 0) return with_connection([&](Connection& c) { return release(c, nullptr); });
+    if (auto c = pool_.try_acquire_session(session)) return release(**c, &bell);
+    struct RingLater {
+      Client& client;
+      const std::string& bell;
+      std::uint64_t session;
+      ~RingLater() { client.drop_bell_when_idle(bell, session); }
+    } ring_later{*this, bell, session};
+    return with_connection([&](Connection& any) { return release(any, nullptr); });
+  }
+
+  // ---- read-write locks (client_rw.cpp)
+  AcquireStep attempt_rw_step(const AcquireRequest& r);
+  // A reentrant acquire when the owner holds the side: true. Throws
+  // LockLostError for a lost hold.
+  bool reenter_rw(const AcquireRequest& r, const std::string& key);
+  // Fresh takes; on a refusal `head` gets the head row read after it.
+  bool take_write(const AcquireRequest& r, const std::string& key, RwHead& head);
+  bool take_read(const AcquireRequest& r, const std::string& key, RwHead& head);
+  // The hold row of a side (the writer of the head, or reader slot `slot`)
+  // read on a newly opened connection after an unknown outcome.
+  LockRow read_rw_after_unknown(LockSide side, std::string_view name, std::uint32_t slot,
+                                const OutcomeUnknown& cause);
+  LockRow read_rw_hold(LockSide side, std::string_view name, std::uint32_t slot);
+  RwHead read_rw_head(std::string_view name, std::uint32_t slot = 0);
+  // The doorbell of a hold of `side` (a read hold's is its own).
+  std::string rw_bell(LockSide side, std::string_view name, std::uint64_t hold_id) const;
+  void release_rw(std::string_view name, std::uint64_t owner, LockSide side);
+  bool force_release_rw(std::string_view name, LockSide side);
+  bool rw_is_locked(std::string_view name, LockSide side);
+  std::optional<Millis> rw_remaining_ttl(std::string_view name, LockSide side);
+  std::uint64_t rw_fencing_token(std::string_view name, std::uint64_t owner, LockSide side);
+  void free_rw_quietly(LockSide side, std::string_view name, std::uint32_t slot, std::uint64_t hold_id);
+  void note_rw_lost(const std::string& key, std::uint64_t owner, std::uint64_t generation, const char* why);
+  std::optional<Hold> confirmed_rw_hold(LockSide side, std::string_view name, std::uint64_t owner, LockRow* row);
+  // This client's waiting-writer mark on `name` (RwTable::set_intent), and
+  // its removal once no local writer waits for the name; best effort.
+  void mark_intent(std::string_view name);
+  void unmark_intent(const std::string& name);
+  Millis intent_lease() const;
+  void renew_rw_tick(const IoThread::ConnectionSource& connection);
+  void poll_rw_tick(const IoThread::ConnectionSource& connection);
+  void release_rw_at_shutdown();
 
   // The watchdog's tick: a third of watchdog_timeout.
   Millis renew_period() const;
@@ -293,9 +385,21 @@ class Client {
   // "has a free permit" test).
   std::mutex semaphore_bounds_mutex_;
   std::unordered_map<std::string, std::uint32_t> semaphore_bounds_;
-  // The permit doorbell keys watched for each waited-for semaphore.
-  std::mutex permit_bells_mutex_;
-  std::unordered_map<std::string, std::vector<std::string>> permit_bells_;
+  // The hold doorbell keys watched for each waited-for semaphore and write
+  // side (keyed by kind + name).
+  std::mutex hold_bells_mutex_;
+  std::unordered_map<std::string, std::vector<std::string>> hold_bells_;
+  // Read-write locks. Null when the lock table's name leaves no room for
+  // their tables' (get_read_write_lock then throws std::invalid_argument).
+  std::unique_ptr<const RwTable> rw_;
+  std::mutex rw_table_mutex_;
+  std::atomic<bool> rw_table_ready_{false};
+  const std::uint64_t client_key_;  // this client's reader slot rows and intents
+  HoldRegistry rw_holds_;
+  ReaderSlots reader_slots_;
+  KnownRows rw_heads_;  // head rows known to exist
+  std::mutex intents_mutex_;
+  std::unordered_set<std::string> intents_;  // names this client has marked a waiting writer on
   WaiterRegistry waiters_;
   KnownRows known_rows_;
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest

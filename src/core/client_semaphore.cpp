@@ -73,9 +73,10 @@ const SemaphoreTable& Client::semaphore_table() {
   return *semaphores_;
 }
 
-std::string Client::permit_bell_key(std::string_view name, std::uint64_t id) {
+std::string Client::hold_bell_key(char kind, std::string_view name, std::uint64_t id) {
   static const char* const kHex = "0123456789abcdef";
-  std::string key("\0p", 2);
+  std::string key(1, '\0');
+  key.push_back(kind);
   for (int shift = 60; shift >= 0; shift -= 4) key.push_back(kHex[(id >> shift) & 0xf]);
   key.append(name.data(), name.size());
   return key;
@@ -83,6 +84,8 @@ std::string Client::permit_bell_key(std::string_view name, std::uint64_t id) {
 
 std::string Client::waiter_key_of_bell(const std::string& key) {
   if (key.size() >= 18 && key[0] == '\0' && key[1] == 'p') return semaphore_key(std::string_view(key).substr(18));
+  if (key.size() >= 18 && key[0] == '\0' && key[1] == 'q')
+    return rw_key(LockSide::kWrite, std::string_view(key).substr(18));
   return key;
 }
 
@@ -105,18 +108,19 @@ void Client::forget_permit_bell(const HeldPermit& permit, std::uint64_t id) {
                         permit.doorbell_session);
 }
 
-void Client::arm_permit_bells(const std::string& name, const std::vector<std::uint64_t>& ids) {
+void Client::arm_hold_bells(char kind, const std::string& name, const std::vector<std::uint64_t>& ids) {
   if (!doorbells_) return;
   std::vector<std::string> keys;
-  for (auto id : ids) keys.push_back(permit_bell_key(name, id));
+  for (auto id : ids) keys.push_back(hold_bell_key(kind, name, id));
   std::vector<std::string> stale;
   {
-    std::lock_guard<std::mutex> guard(permit_bells_mutex_);
-    auto& watched = permit_bells_[name];
+    std::lock_guard<std::mutex> guard(hold_bells_mutex_);
+    const std::string watched_key = kind + name;
+    auto& watched = hold_bells_[watched_key];
     for (const auto& k : watched)
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) stale.push_back(k);
     watched = keys;
-    if (watched.empty()) permit_bells_.erase(name);
+    if (watched.empty()) hold_bells_.erase(watched_key);
   }
   for (const auto& k : stale) doorbells_->disarm(k);
   for (const auto& k : keys) doorbells_->arm(k);
@@ -156,7 +160,7 @@ AcquireStep Client::attempt_permit_step(const AcquireRequest& r) {
     std::vector<std::uint64_t> foreign;
     for (auto id : use.first_ids)
       if (!permits_.contains(id)) foreign.push_back(id);
-    arm_permit_bells(r.name, foreign);
+    arm_hold_bells('p', r.name, foreign);
   }
   return wait_step(r, ttl_us);
 }
@@ -229,26 +233,14 @@ void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
     try {
       CallBudget budget(options_.io_timeout);
       try {
-        if (held->doorbell_session != 0) {
-          // The doorbell belongs to the session that took it: free the slot
-          // there and ring in the same statement; if another thread uses
-          // that session now, free it elsewhere and ring when the session
-          // is returned. Never wait for it.
-          const std::string bell = doorbell_name(options_.database, options_.table, permit_bell_key(name, id));
-          if (auto c = pool_.try_acquire_session(held->doorbell_session)) {
-            released = semaphores_->release(**c, id, &bell);
-          } else {
-            struct RingLater {
-              Client& client;
-              const std::string& bell;
-              std::uint64_t session;
-              ~RingLater() { client.drop_bell_when_idle(bell, session); }
-            } ring_later{*this, bell, held->doorbell_session};
-            released = with_connection([&](Connection& any) { return semaphores_->release(any, id); });
-          }
-        } else {
-          released = with_connection([&](Connection& c) { return semaphores_->release(c, id); });
-        }
+        // The doorbell belongs to the session that took it: free the slot
+        // there and ring in the same statement (see release_ringing).
+        const std::string bell = held->doorbell_session != 0
+                                     ? doorbell_name(options_.database, options_.table, permit_bell_key(name, id))
+                                     : std::string();
+        released = release_ringing(held->doorbell_session, bell, [&](Connection& c, const std::string* b) {
+          return semaphores_->release(c, id, b);
+        });
       } catch (const OutcomeUnknown&) {
         // Still live: the release did not land; run it once more. Gone:
         // it landed (or the lease had ended, which changes nothing now).
@@ -358,7 +350,7 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
 void Client::poll_semaphores_tick(const IoThread::ConnectionSource& connection) {
   std::vector<std::string> names;
   for (const auto& key : waiters_.names())
-    if (is_semaphore_key(key)) names.push_back(key.substr(1));
+    if (is_semaphore_key(key)) names.push_back(key.substr(2));
   if (names.empty() || !semaphores_) return;
   CallBudget budget(options_.io_timeout);
   std::vector<SemaphoreUse> uses;

@@ -26,7 +26,7 @@ bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
 
 void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count,
                                 bool watchdog, SteadyTime deadline, std::uint64_t fence,
-                                std::uint64_t doorbell_session) {
+                                std::uint64_t doorbell_session, std::uint32_t slot) {
   std::lock_guard<std::mutex> guard(mutex_);
   Hold h;
   h.hold_id = hold_id;
@@ -36,6 +36,7 @@ void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std:
   h.generation = next_generation_++;
   h.doorbell_session = doorbell_session;
   h.deadline = deadline;
+  h.slot = slot;
   auto [it, inserted] = holds_.try_emplace(key(name, owner), Entry{std::string(name), owner, h});
   if (!inserted) {
     live_ids_.erase(it->second.hold.hold_id);

@@ -45,6 +45,8 @@ struct Hold {
   // doorbell.hpp); 0 when none was taken.
   std::uint64_t doorbell_session = 0;
   SteadyTime deadline{};
+  // A read hold of a read-write lock: the client's reader slot it is in.
+  std::uint32_t slot = 0;
 };
 
 // A hold as the watchdog sees it.
@@ -67,7 +69,8 @@ class HoldRegistry {
   // Records a hold just taken from free, count `count` (1), as a new
   // generation. Replaces nothing: the caller checked there was no entry.
   void record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count, bool watchdog,
-                    SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session);
+                    SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
+                    std::uint32_t slot = 0);
   // Records a reentrant acquire of the hold of `generation`: count, mode and
   // deadline. False, changing nothing, if that hold is gone or was marked
   // lost meanwhile (a lost hold is never revived).

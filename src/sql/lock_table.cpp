@@ -41,28 +41,29 @@ const char* const kRowColumns =
     "TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), watchdog, hold_id, holder_host, holder_pid, "
     "DATE_FORMAT(acquired_at, '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, acquired_at, NOW(6))";
 
-LockRow to_row(sql::ResultSet& rs) {
+}  // namespace
+
+LockRow to_lock_row(sql::ResultSet& rs, int first) {
+  const auto col = [first](int i) { return static_cast<std::uint32_t>(first + i - 1); };
   LockRow row;
   row.exists = true;
-  row.name = rs.getString(1);
-  row.machine = rs.isNull(2) ? std::string() : std::string(rs.getString(2));
-  row.thread = rs.isNull(3) ? 0 : rs.getUInt64(3);
-  row.state = rs.getUInt(4);
-  row.held = !rs.isNull(5) && rs.getInt(5) == 1;
-  row.fence = rs.getUInt64(6);
-  if (!rs.isNull(7)) row.ttl_us = rs.getInt64(7);
-  row.watchdog = rs.getInt(8) == 1;
-  row.hold_id = rs.isNull(9) ? 0 : rs.getUInt64(9);
+  row.name = rs.getString(col(1));
+  row.machine = rs.isNull(col(2)) ? std::string() : std::string(rs.getString(col(2)));
+  row.thread = rs.isNull(col(3)) ? 0 : rs.getUInt64(col(3));
+  row.state = rs.getUInt(col(4));
+  row.held = !rs.isNull(col(5)) && rs.getInt(col(5)) == 1;
+  row.fence = rs.getUInt64(col(6));
+  if (!rs.isNull(col(7))) row.ttl_us = rs.getInt64(col(7));
+  row.watchdog = rs.getInt(col(8)) == 1;
+  row.hold_id = rs.isNull(col(9)) ? 0 : rs.getUInt64(col(9));
   if (row.held) {
-    row.host = rs.isNull(10) ? std::string() : std::string(rs.getString(10));
-    row.pid = rs.isNull(11) ? 0 : rs.getUInt(11);
-    row.acquired_at = rs.isNull(12) ? std::string() : std::string(rs.getString(12));
-    if (!rs.isNull(13)) row.held_for_us = rs.getInt64(13);
+    row.host = rs.isNull(col(10)) ? std::string() : std::string(rs.getString(col(10)));
+    row.pid = rs.isNull(col(11)) ? 0 : rs.getUInt(col(11));
+    row.acquired_at = rs.isNull(col(12)) ? std::string() : std::string(rs.getString(col(12)));
+    if (!rs.isNull(col(13))) row.held_for_us = rs.getInt64(col(13));
   }
   return row;
 }
-
-}  // namespace
 
 LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
     : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {
@@ -465,7 +466,7 @@ LockRow LockTable::read(Connection& c, std::string_view name) const {
     auto& ps = c.prepared(read_sql_);
     Binder(ps).text(name);
     std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    if (rs->next()) return to_row(*rs);
+    if (rs->next()) return to_lock_row(*rs);
     LockRow none;
     none.name = std::string(name);
     return none;
@@ -481,7 +482,7 @@ std::vector<LockRow> LockTable::read_many(Connection& c, const std::vector<std::
       Binder b(ps);
       bind_texts(b, names, first, count, bucket);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) rows.push_back(to_row(*rs));
+      while (rs->next()) rows.push_back(to_lock_row(*rs));
       return 0;
     });
   });
@@ -494,7 +495,7 @@ std::vector<LockRow> LockTable::read_held(Connection& c) const {
                           " WHERE is_locked = 1 AND expire_time > NOW(6) ORDER BY lock_name");
     std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
     std::vector<LockRow> rows;
-    while (rs->next()) rows.push_back(to_row(*rs));
+    while (rs->next()) rows.push_back(to_lock_row(*rs));
     return rows;
   });
 }

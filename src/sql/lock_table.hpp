@@ -32,6 +32,9 @@
 namespace spdlog {
 class logger;
 }
+namespace sql {
+class ResultSet;
+}
 
 namespace dlock::details {
 
@@ -72,6 +75,12 @@ struct LockRow {
   // Held, unexpired, by the hold with this id.
   bool held_by(std::uint64_t id) const { return held && id != 0 && hold_id == id; }
 };
+
+// A LockRow from the current row of `rs`, whose columns from `first` on are,
+// in order: name, machine_id, thread_id, state, held (1/0), fence, lease
+// left (us), watchdog, hold_id, holder_host, holder_pid, acquired_at
+// (formatted), held for (us). Every table with holds lists them so.
+LockRow to_lock_row(sql::ResultSet& rs, int first = 1);
 
 enum class AcquireResult {
   kRefused,   // someone else holds it

@@ -72,7 +72,7 @@ std::string table_for_current_test(const std::string& hint) {
   // test itself: it gets a table of its own.
   std::string table = fast_wakeup_enabled() ? "t_" : "tq_";
   for (char c : raw) table.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  // At most 60: the semaphore table is named "<table>_sem".
+  // At most 60: the semaphore and reader tables are named "<table>_sem", "<table>_rwr".
   if (table.size() > 60) table = table.substr(0, 48) + "_" + std::to_string(std::hash<std::string>{}(table) % 100000);
   return table;
 }
@@ -104,6 +104,8 @@ Options fresh_options(const std::string& table_hint) {
   o.connect_timeout = 3s;
   execute_sql("DROP TABLE IF EXISTS `" + o.table + "`");
   execute_sql("DROP TABLE IF EXISTS `" + o.table + "_sem`");
+  execute_sql("DROP TABLE IF EXISTS `" + o.table + "_rw`");
+  execute_sql("DROP TABLE IF EXISTS `" + o.table + "_rwr`");
   return o;
 }
 

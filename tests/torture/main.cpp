@@ -2,8 +2,9 @@
 //
 //   dlock_torture --url URL --db-script scripts/db.sh --out DIR [--dlock PATH]
 //                 [--quick] [--faults LIST] [--duration SECONDS]
-//                 [--workers K] [--async-workers A] [--semaphore-workers S] [--threads T] [--names N]
-//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE
+//                 [--workers K] [--async-workers A] [--semaphore-workers S] [--rw-workers R]
+//                 [--threads T] [--names N]
+//   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE RW
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -14,7 +15,9 @@
 // workers; kill-dlock needs it. Of the library workers, --async-workers run
 // the coroutine workload and --semaphore-workers the semaphore workload
 // (permits of "sem", bound kSemaphorePermits, each working on its slot's
-// resource with the slot's token). Exit status 0 only if the checker found no
+// resource with the slot's token), and --rw-workers the read-write workload
+// (read-write lock "rw": writes on resource "w", reads recorded on "v"; no
+// applied write may overlap an applied read). Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused) lost
 // updates.
 #include <cppconn/prepared_statement.h>
@@ -56,9 +59,10 @@ bool is_configuration(const std::string& kind) { return kind == "pool" || kind =
 struct Config {
   std::string url, db_script, out, self, dlock;
   std::set<std::string> faults;
-  int workers = 5, threads = 2, names = 3;
+  int workers = 6, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
+  int rw_workers = 1;         // of `workers`, how many run the read-write workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -147,6 +151,8 @@ struct RunResult {
   long lost_updates = 0;
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
+  int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
+  long reads = 0, writes = 0;  // applied read and write sections of "rw"
 };
 
 class Run {
@@ -195,7 +201,8 @@ class Run {
   }
 
   void prepare_tables() {
-    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_lock_sem, torture_resource, torture_audit");
+    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_lock_sem, torture_lock_rw, torture_lock_rwr,"
+                " torture_resource, torture_audit");
     admin_.exec("CREATE TABLE torture_resource (name VARBINARY(64) PRIMARY KEY, counter BIGINT NOT NULL DEFAULT 0,"
                 " last_fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB");
     admin_.exec("CREATE TABLE torture_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARBINARY(64) NOT NULL,"
@@ -207,6 +214,8 @@ class Run {
     // any other finds no row (and the checker reports its slot).
     for (int n = 0; n < kSemaphorePermits; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('s" + std::to_string(n) + "')");
+    // The read-write workload: writes on "w", reads recorded on "v".
+    admin_.exec("INSERT INTO torture_resource (name) VALUES ('w'), ('v')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -233,7 +242,13 @@ class Run {
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
-                                            runs_semaphore(s.index) ? "1" : "0"});
+                                            runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0"});
+  }
+
+  // The read-write workers come right before the semaphore ones.
+  bool runs_rw(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers;
+    return index >= first && index < first + cfg_.rw_workers;
   }
 
   // The semaphore workers come right before the asynchronous ones.
@@ -293,13 +308,15 @@ class Run {
   // A library worker holding a lock now (with shared-id, one of the two
   // workers with the holder's label).
   pid_t holder_pid(std::string* machine) {
-    // A lock holder or a permit holder (the semaphore table exists once a
-    // semaphore worker has taken its first permit).
+    // A lock, permit or read-write lock holder (the semaphore and
+    // read-write tables exist once their workers have started).
     std::vector<std::vector<std::string>> rows;
     try {
       rows = admin_.rows(
           "SELECT machine_id FROM (SELECT machine_id FROM torture_lock WHERE is_locked = 1 AND expire_time > NOW(6)"
-          " UNION ALL SELECT machine_id FROM torture_lock_sem WHERE hold_id IS NOT NULL AND expire_time > NOW(6)) h"
+          " UNION ALL SELECT machine_id FROM torture_lock_sem WHERE hold_id IS NOT NULL AND expire_time > NOW(6)"
+          " UNION ALL SELECT machine_id FROM torture_lock_rw WHERE hold_id IS NOT NULL AND expire_time > NOW(6)"
+          " UNION ALL SELECT machine_id FROM torture_lock_rwr WHERE hold_id IS NOT NULL AND expire_time > NOW(6)) h"
           " ORDER BY RAND() LIMIT 1",
           1);
     } catch (const std::exception&) {
@@ -528,6 +545,7 @@ class Run {
     for (const auto& a : audit)
       by_name[a[0]].push_back({std::stoull(a[1]), a[2] == "1", std::stod(a[3]), std::stod(a[4]), a[5]});
     for (auto& [name, rows] : by_name) {
+      if (name == "v") continue;  // reads share tokens and overlap; checked below
       std::set<std::uint64_t> seen;
       std::uint64_t last_applied = 0;
       for (const auto& row : rows) {
@@ -580,6 +598,41 @@ class Run {
       r.violations.push_back(std::to_string(r.most_permits) + " semaphore permits in use at once (bound " +
                              std::to_string(kSemaphorePermits) + ")");
 
+    // The read-write lock: no applied write ("w", already proved exclusive
+    // among writes above) overlapped an applied read ("v").
+    {
+      std::vector<Row> reads, writes;
+      for (const auto& row : by_name["v"])
+        if (row.applied) reads.push_back(row);
+      for (const auto& row : by_name["w"])
+        if (row.applied) writes.push_back(row);
+      r.reads = static_cast<long>(reads.size());
+      r.writes = static_cast<long>(writes.size());
+      std::sort(reads.begin(), reads.end(), [](const Row& x, const Row& y) { return x.entry < y.entry; });
+      double longest = 0;
+      for (const auto& rd : reads) longest = std::max(longest, rd.exit - rd.entry);
+      for (const auto& w : writes) {
+        auto it = std::lower_bound(reads.begin(), reads.end(), w.entry - longest,
+                                   [](const Row& x, double t) { return x.entry < t; });
+        for (; it != reads.end() && it->entry < w.exit; ++it) {
+          if (it->exit <= w.entry) continue;
+          r.violations.push_back("a write overlapped a read of rw: " + w.op + " (fence " + std::to_string(w.fence) +
+                                 ") and " + it->op + " (fence " + std::to_string(it->fence) + ")");
+        }
+      }
+      std::vector<std::pair<double, int>> read_edges;
+      for (const auto& rd : reads) {
+        read_edges.emplace_back(rd.entry, 1);
+        read_edges.emplace_back(rd.exit, -1);
+      }
+      std::sort(read_edges.begin(), read_edges.end());
+      int readers = 0;
+      for (const auto& [t, step] : read_edges) {
+        readers += step;
+        r.most_readers = std::max(r.most_readers, readers);
+      }
+    }
+
     // Liveness: after each fault, every name is acquired again within
     // lease + poll + margin.
     const double bound_s = (kLeaseMs + kPollMs) / 1000.0 + 5.0;
@@ -620,6 +673,8 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| lock and permit acquisitions | " << r.acquisitions << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
+  std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "
+            << r.reads << " (" << r.most_readers << ") |\n";
   std::cout << "| increments ok (applied, acknowledged) | " << r.ok << " |\n";
   std::cout << "| writes refused by the fence | " << r.refused + r.claim_refused << " |\n";
   std::cout << "| operations failed (known not applied) | " << r.failed << " |\n";
@@ -640,7 +695,8 @@ int orchestrate(Config cfg) {
   std::filesystem::create_directories(cfg.out);
   std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads (" << cfg.async_workers
             << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads; " << cfg.semaphore_workers
-            << " on semaphore \"sem\" of " << kSemaphorePermits << " permits), " << cfg.names << " lock names, "
+            << " on semaphore \"sem\" of " << kSemaphorePermits << " permits; " << cfg.rw_workers
+            << " on read-write lock \"rw\"), " << cfg.names << " lock names, "
             << cfg.duration_s << " s, faults:";
   for (const auto& f : cfg.faults) std::cout << " " << f;
   std::cout << std::endl;
@@ -677,7 +733,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 14 && args[0] == "--worker") {
+    if (args.size() == 15 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -692,6 +748,7 @@ int main(int argc, char** argv) {
       w.until_us = std::stoll(args[11]);
       w.async = args[12] == "1";
       w.semaphore = args[13] == "1";
+      w.rw = args[14] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -727,6 +784,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--workers") cfg.workers = std::stoi(value());
       else if (args[i] == "--async-workers") cfg.async_workers = std::stoi(value());
       else if (args[i] == "--semaphore-workers") cfg.semaphore_workers = std::stoi(value());
+      else if (args[i] == "--rw-workers") cfg.rw_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -753,6 +811,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--async-workers must be 0 to --workers");
     if (cfg.semaphore_workers < 0 || cfg.async_workers + cfg.semaphore_workers > cfg.workers)
       throw std::invalid_argument("--semaphore-workers must be 0 to --workers minus --async-workers");
+    if (cfg.rw_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers > cfg.workers)
+      throw std::invalid_argument("--rw-workers must be 0 to --workers minus the async and semaphore workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

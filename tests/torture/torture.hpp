@@ -19,6 +19,12 @@ inline constexpr int kPollMs = 1000;
 // fenced by the slot's token, so the mutex checker proves each slot had one
 // holder at a time, and the slot names prove there were never more than 2.
 inline constexpr int kSemaphorePermits = 2;
+// The read-write workload: threads take the read or the write side of
+// read-write lock "rw". A write does the fenced read-modify-write on
+// resource "w" with its token (the mutex checker proves writes never
+// overlap); a read claims "w" with its token too (so a write granted before
+// it, whose holder lost it, is refused) and records a fenced read on "v". The
+// checker proves no applied write overlapped an applied read.
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -46,6 +52,8 @@ struct WorkerArgs {
   // The semaphore workload: `threads` threads acquiring permits of "sem"
   // (bound kSemaphorePermits) instead of locks.
   bool semaphore = false;
+  // The read-write workload: `threads` threads on read-write lock "rw".
+  bool rw = false;
 };
 
 int run_worker(const WorkerArgs& args);

@@ -143,6 +143,68 @@ void critical_section(History& history, bool fenced, const std::string& worker,
   }
 }
 
+// The read section of the read-write workload: claims "w" with the read
+// token (refused if a write with a higher token has claimed it), waits, and
+// records the read on "v", applied only if no such write claimed "w" since.
+template <class Pause>
+void read_section(History& history, bool fenced, const std::string& worker,
+                  const details::ConnectionSettings& settings, std::unique_ptr<details::Connection>& db,
+                  std::uint64_t fence, const std::string& op, Pause&& pause) {
+  bool begun = false;
+  try {
+    if (!db || db->broken()) db = details::Connection::open(settings);
+    if (fenced) {
+      auto& claim = db->prepared("UPDATE torture_resource SET last_fence = ? WHERE name = 'w' AND last_fence <= ?");
+      claim.setUInt64(1, fence);
+      claim.setUInt64(2, fence);
+      if (claim.executeUpdate() == 0) {
+        // Same value already there (another reader of this token) counts as
+        // a claim too: the server reports 0 changed rows for it.
+        auto& check = db->prepared("SELECT last_fence FROM torture_resource WHERE name = 'w'");
+        std::unique_ptr<sql::ResultSet> rs(check.executeQuery());
+        if (!rs->next() || rs->getUInt64(1) > fence) {
+          history.line("claimrefused " + op);
+          return;
+        }
+      }
+    }
+    auto& entry_read = db->prepared("SELECT DATE_FORMAT(SYSDATE(6), '%Y-%m-%d %H:%i:%s.%f')");
+    std::unique_ptr<sql::ResultSet> rs(entry_read.executeQuery());
+    rs->next();
+    const std::string entry = rs->getString(1);
+    rs.reset();
+    pause();
+    history.line("begin " + op);
+    begun = true;
+    db->execute_plain("START TRANSACTION");
+    bool applied = true;
+    if (fenced) {
+      auto& last = db->prepared("SELECT last_fence FROM torture_resource WHERE name = 'w' LOCK IN SHARE MODE");
+      std::unique_ptr<sql::ResultSet> l(last.executeQuery());
+      applied = l->next() && l->getUInt64(1) <= fence;
+    }
+    if (applied) db->execute_plain("UPDATE torture_resource SET counter = counter + 1 WHERE name = 'v'");
+    auto& audit = db->prepared(
+        "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op)"
+        " VALUES ('v', ?, ?, ?, SYSDATE(6), ?, ?)");
+    audit.setUInt64(1, fence);
+    audit.setString(2, worker);
+    audit.setString(3, entry);
+    audit.setInt(4, applied ? 1 : 0);
+    audit.setString(5, op);
+    audit.executeUpdate();
+    db->execute_plain("COMMIT");
+    history.line((applied ? "ok " : "refused ") + op);
+  } catch (const sql::SQLException& e) {
+    const bool lost = e.getErrorCode() == 0 || details::is_connection_error(e.getErrorCode());
+    if (db) db->mark_broken();
+    history.line(std::string(begun && lost ? "unknown " : "failed ") + op + " " + std::to_string(e.getErrorCode()));
+  } catch (const std::exception& e) {
+    if (db) db->mark_broken();
+    history.line(std::string(begun ? "unknown " : "failed ") + op + " " + e.what());
+  }
+}
+
 struct Worker {
   WorkerArgs args;
   History history;
@@ -215,6 +277,47 @@ struct Worker {
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
       }
       permit->release();  // never throws for database trouble
+    }
+  }
+
+  // One thread of the read-write workload: mostly reads, one in four a
+  // write, of read-write lock "rw".
+  void run_rw_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    const ReadWriteLock rw = client.get_read_write_lock("rw");
+    const bool lease_mode = index % 2 == 1;
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      const bool write = rng() % 4 == 0;
+      Lock side = write ? rw.write_lock() : rw.read_lock();
+      bool acquired = false;
+      try {
+        acquired = lease_mode ? side.try_lock(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+                              : side.try_lock_for(std::chrono::seconds(2));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!acquired) continue;
+      const std::string name = write ? "w" : "v";
+      history.line("acq " + name + " " + std::to_string(now_us()));
+      std::uint64_t fence = 0;
+      try {
+        fence = side.fencing_token();
+      } catch (const BackendError&) {
+      }
+      if (fence != 0) {
+        const std::string op = args.machine_id + ":" + name + std::to_string(index) + ":" + std::to_string(++seq);
+        const auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); };
+        if (write) {
+          critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op, pause);
+        } else {
+          read_section(history, args.fenced, args.machine_id, settings, db, fence, op, pause);
+        }
+      }
+      side.unlock();  // never throws for database trouble
     }
   }
 
@@ -316,7 +419,9 @@ int run_worker(const WorkerArgs& args) {
     } else {
       std::vector<std::thread> threads;
       for (int t = 0; t < args.threads; ++t) {
-        if (args.semaphore) {
+        if (args.rw) {
+          threads.emplace_back([&worker, t] { worker.run_rw_thread(t); });
+        } else if (args.semaphore) {
           threads.emplace_back([&worker, t] { worker.run_semaphore_thread(t); });
         } else {
           threads.emplace_back([&worker, t] { worker.run_thread(t); });

@@ -1,0 +1,69 @@
+// Which of this client's reader slot rows (rw_table.hpp) are in use.
+//
+// A client keeps one slot row per read hold it has on a read-write lock
+// name at once, numbered 0, 1, ..., and reuses them from hold to hold: a
+// read acquire takes the lowest slot not in use here, so a name read by one
+// owner at a time needs one row for the client's whole life. A slot's row
+// is made once (known() tells whether this client has made it); if it was
+// deleted behind the client's back, forget() makes the next acquire make it
+// again.
+//
+// Thread safety: every member is safe to call concurrently.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace dlock::details {
+
+class ReaderSlots {
+ public:
+  struct Slot {
+    std::uint32_t index = 0;
+    bool known = false;  // its row exists (made by this client)
+  };
+
+  // The lowest slot of `name` not in use, now in use.
+  Slot allocate(std::string_view name) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto& slots = names_[std::string(name)];
+    std::uint32_t i = 0;
+    while (i < slots.size() && slots[i].used) ++i;
+    if (i == slots.size()) slots.push_back(Entry{});
+    slots[i].used = true;
+    return Slot{i, slots[i].known};
+  }
+  void mark_known(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = true; }); }
+  void forget(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = false; }); }
+  // The slot is no longer in use. A name with no slot in use keeps its
+  // entries (the rows exist and will be reused).
+  void release(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.used = false; }); }
+  std::size_t in_use() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    std::size_t n = 0;
+    for (const auto& [name, slots] : names_)
+      for (const auto& e : slots) n += e.used ? 1 : 0;
+    return n;
+  }
+
+ private:
+  struct Entry {
+    bool used = false;
+    bool known = false;
+  };
+  template <class Fn>
+  void set(std::string_view name, std::uint32_t index, Fn&& fn) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = names_.find(std::string(name));
+    if (it != names_.end() && index < it->second.size()) fn(it->second[index]);
+  }
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::vector<Entry>> names_;
+};
+
+}  // namespace dlock::details
