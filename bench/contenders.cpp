@@ -85,13 +85,33 @@ class DlockSemaphoreSession : public Session {
   Permit permit_;
 };
 
+// One side of a read-write lock used as a mutex: ReadWriteLock::read_lock()
+// or write_lock(), lock() / unlock(), so its cycle and handoff sit beside
+// the lock's. (Reads do not exclude each other: only the write side makes a
+// handoff.)
+class DlockRwSession : public Session {
+ public:
+  DlockRwSession(DatabaseDistributedLock& client, Lock::Side side) : client_(client), side_(side) {}
+  void lock(const std::string& name) override { side(name).lock(); }
+  void unlock(const std::string& name) override { side(name).unlock(); }
+
+ private:
+  Lock side(const std::string& name) {
+    const ReadWriteLock rw = client_.get_read_write_lock(name);
+    return side_ == Lock::Side::kRead ? rw.read_lock() : rw.write_lock();
+  }
+  DatabaseDistributedLock& client_;
+  Lock::Side side_;
+};
+
 class DlockContender : public Contender {
  public:
   // `name` is the contender's report name; `tune` adjusts the options (the
   // wake-design variants).
   DlockContender(const std::string& url, bool lease, std::string name,
-                 const std::function<void(Options&)>& tune = nullptr, bool async = false, bool semaphore = false)
-      : lease_(lease), async_(async), semaphore_(semaphore), name_(std::move(name)) {
+                 const std::function<void(Options&)>& tune = nullptr, bool async = false, bool semaphore = false,
+                 Lock::Side side = Lock::Side::kMutex)
+      : lease_(lease), async_(async), semaphore_(semaphore), side_(side), name_(std::move(name)) {
     Options o = Options::from_url(url);
     o.table = "bench_dlock";
     o.pool_size = 32;
@@ -102,6 +122,7 @@ class DlockContender : public Contender {
   std::unique_ptr<Session> session() override {
     if (async_) return std::make_unique<DlockAsyncSession>(*client_);
     if (semaphore_) return std::make_unique<DlockSemaphoreSession>(*client_);
+    if (side_ != Lock::Side::kMutex) return std::make_unique<DlockRwSession>(*client_, side_);
     return std::make_unique<DlockSession>(*client_, lease_);
   }
   DatabaseDistributedLock& client() { return *client_; }
@@ -110,6 +131,7 @@ class DlockContender : public Contender {
   bool lease_;
   bool async_;
   bool semaphore_;
+  Lock::Side side_;
   std::string name_;
   std::unique_ptr<DatabaseDistributedLock> client_;
 };
@@ -395,6 +417,8 @@ class GetLockContender : public Contender {
 
 }  // namespace
 
+std::vector<std::string> rw_contender_names() { return {"dlock-read", "dlock-write"}; }
+
 std::vector<std::string> contender_names() {
   return {"dlock-watchdog", "dlock-lease", "dlock-async", "dlock-semaphore", "dlock-no-wakeup", "floor", "seed",
           "get_lock"};
@@ -405,6 +429,10 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
   if (name == "dlock-lease") return std::make_unique<DlockContender>(url, true, name);
   if (name == "dlock-async") return std::make_unique<DlockContender>(url, false, name, nullptr, true);
   if (name == "dlock-semaphore") return std::make_unique<DlockContender>(url, false, name, nullptr, false, true);
+  if (name == "dlock-read")
+    return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kRead);
+  if (name == "dlock-write")
+    return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kWrite);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
   // what the doorbell costs when nobody waits.
   if (name == "dlock-no-wakeup")

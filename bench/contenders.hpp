@@ -5,6 +5,9 @@
 //   dlock-async     async_lock / async_unlock (<dlock/asio.hpp>) waited on
 //                   with use_future, an owner per session
 //   dlock-semaphore a one-permit Semaphore: acquire() / Permit::release()
+//   dlock-read      the read side of a ReadWriteLock: read_lock().lock() / unlock()
+//   dlock-write     the write side: write_lock().lock() / unlock() (these two
+//                   run in the uncontended, handoff and starvation scenarios)
 //   floor           the least SQL a durable lease lock can issue: one
 //                   conditional UPDATE to take a pre-created row, one to free it
 //   seed            a minimal, faithful re-implementation of the seed design
@@ -58,5 +61,8 @@ class Contender {
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
 // Every contender name, in report order (not poll-10ms and kill-wake).
 std::vector<std::string> contender_names();
+// The read and write sides of a read-write lock (not in contender_names():
+// they run in the uncontended, handoff and starvation scenarios only).
+std::vector<std::string> rw_contender_names();
 
 }  // namespace dlock::bench

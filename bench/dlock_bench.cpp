@@ -190,6 +190,7 @@ struct Bench {
 
   explicit Bench(const std::string& u, bool q) : url(u), quick(q), stats(u) {
     for (const auto& n : contender_names()) contenders[n] = make_contender(n, url);
+    for (const auto& n : rw_contender_names()) contenders[n] = make_contender(n, url);
   }
 
   // Server-counted statements per uncontended lock+unlock of `name`, after a
@@ -231,7 +232,8 @@ struct Bench {
     // the same drift.
     // The starting contender rotates too, so that none always follows the
     // same neighbour's commit.
-    const auto order = contender_names();
+    auto order = contender_names();
+    for (const auto& n : rw_contender_names()) order.push_back(n);
     for (int i = 0; i < rounds * cycles / 2; ++i) {
       for (std::size_t k = 0; k < order.size(); ++k) {
         const auto& name = order[(i + k) % order.size()];
@@ -248,7 +250,7 @@ struct Bench {
     std::vector<std::vector<std::string>> rows;
     const double floor_median = summarize(samples["floor"]).median;
     std::string json = "{";
-    for (const auto& name : contender_names()) {
+    for (const auto& name : order) {
       const auto s = summarize(samples[name]);
       rows.push_back({name, fmt(statements[name], 2), fmt(s.median), fmt(s.p99), fmt(s.median / floor_median, 2)});
       json += "\"" + name + "\": {\"statements\": " + fmt(statements[name], 2) + ", \"median_ms\": " + fmt(s.median) +
@@ -276,6 +278,10 @@ struct Bench {
     const double semaphore_ratio = summarize(samples["dlock-semaphore"]).median / floor_median;
     report.goal({"uncontended latency, dlock-semaphore: <= 1.10 x floor", fmt(semaphore_ratio, 2) + " x",
                  semaphore_ratio <= 1.10, false});
+    report.goal({"uncontended cycle, dlock-read (read lock + unlock): exactly 2 statements",
+                 fmt(statements["dlock-read"], 2), statements["dlock-read"] == 2.0, true});
+    report.goal({"uncontended cycle, dlock-write (write lock + unlock, no reader): exactly 2 statements",
+                 fmt(statements["dlock-write"], 2), statements["dlock-write"] == 2.0, true});
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"doorbell cost, uncontended: dlock-watchdog <= 1.06 x dlock-no-wakeup", fmt(doorbell_cost, 2) + " x",
                  doorbell_cost <= 1.06, false});
@@ -581,6 +587,7 @@ struct Bench {
       };
       beside("dlock-async", "async", "handoff-async");
       beside("dlock-semaphore", "semaphore", "handoff-sem");
+      beside("dlock-write", "write lock", "handoff-write");
       seed_result = seed_process.get();
     }
     {
@@ -640,6 +647,80 @@ struct Bench {
                    fmt(longest / std::max(sum.median, 1e-3), 1)}});
     report.json("semaphore_fairness", "{\"median_ms\": " + fmt(sum.median) + ", \"p99_ms\": " + fmt(sum.p99) +
                                           ", \"max_ms\": " + fmt(longest) + "}");
+  }
+
+  // 4d. Writer starvation: readers in several clients re-acquire with
+  // overlap, continuously; a writer in another client waits.
+  void rw_starvation() {
+    const int clients = 3, threads = 2, rounds = quick ? 6 : 30;
+    constexpr auto kReadHold = 30ms;
+    Options o = Options::from_url(url);
+    o.table = "bench_dlock";
+    std::vector<std::unique_ptr<DatabaseDistributedLock>> readers;
+    for (int c = 0; c < clients; ++c) readers.push_back(std::make_unique<DatabaseDistributedLock>(o));
+    DatabaseDistributedLock writer_client(o);
+    std::atomic<bool> stop{false};
+    std::mutex m;
+    std::vector<std::int64_t> read_starts;  // when each read lock() returned (ns)
+    double longest_read = 0;                // ms from a read lock() returning to its unlock() returning
+    std::vector<std::thread> workers;
+    for (int c = 0; c < clients; ++c) {
+      for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&, c, t] {
+          ReadWriteLock rw = readers[static_cast<std::size_t>(c)]->get_read_write_lock("starve");
+          std::this_thread::sleep_for(kReadHold * (c * threads + t) / (clients * threads));  // staggered
+          while (!stop) {
+            rw.lock_shared();
+            const auto t0 = now_ns();
+            std::this_thread::sleep_for(kReadHold);
+            rw.unlock_shared();
+            const double held = static_cast<double>(now_ns() - t0) / 1e6;
+            std::lock_guard<std::mutex> g(m);
+            read_starts.push_back(t0);
+            longest_read = std::max(longest_read, held);
+          }
+        });
+      }
+    }
+    ReadWriteLock w = writer_client.get_read_write_lock("starve");
+    std::vector<double> writer_waits, reader_resumes;
+    for (int r = 0; r < rounds; ++r) {
+      std::this_thread::sleep_for(150ms);  // readers stream, overlapping
+      const auto t0 = now_ns();
+      w.lock();
+      writer_waits.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+      std::this_thread::sleep_for(5ms);
+      w.unlock();
+      const auto released = now_ns();
+      // The first read granted after the write: how fast readers in other
+      // clients hear of the write's release.
+      std::this_thread::sleep_for(100ms);
+      std::lock_guard<std::mutex> g(m);
+      std::int64_t first = 0;
+      for (auto t : read_starts)
+        if (t >= released && (first == 0 || t < first)) first = t;
+      if (first != 0) reader_resumes.push_back(static_cast<double>(first - released) / 1e6);
+    }
+    stop = true;
+    for (auto& t : workers) t.join();
+    const auto waits = summarize(writer_waits);
+    const double worst = *std::max_element(writer_waits.begin(), writer_waits.end());
+    const auto resumes = summarize(reader_resumes);
+    report.section("4d. Writer starvation (read-write lock)",
+                   std::to_string(clients) + " clients x " + std::to_string(threads) +
+                       " threads re-acquire the read side continuously, each read held " +
+                       std::to_string(kReadHold.count()) + " ms, staggered so reads always overlap; a writer in "
+                       "another client takes the write side " + std::to_string(rounds) +
+                       " times. Without writer fairness the writer never gets in.");
+    report.table({"writer acquisitions", "median wait ms", "max wait ms", "longest read hold ms", "max / longest read",
+                  "readers resume after the write, median ms"},
+                 {{std::to_string(waits.n), fmt(waits.median), fmt(worst), fmt(longest_read),
+                   fmt(worst / std::max(longest_read, 1e-3), 2), fmt(resumes.median)}});
+    report.json("rw_starvation", "{\"writer_median_ms\": " + fmt(waits.median) + ", \"writer_max_ms\": " + fmt(worst) +
+                                     ", \"longest_read_ms\": " + fmt(longest_read) +
+                                     ", \"reader_resume_median_ms\": " + fmt(resumes.median) + "}");
+    report.goal({"writer starvation: the writer's longest wait < 2 x the longest read hold",
+                 fmt(worst / std::max(longest_read, 1e-3), 2) + " x", worst < 2 * longest_read, false});
   }
 
   // 4b. Wake designs (issue 6): how a waiter in another client hears of a release.
@@ -931,7 +1012,7 @@ int main(int argc, char** argv) {
         only = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...]\n"
-                     "scenarios: uncontended, reentrant, throughput, handoff, fairness, wakeup, background, memory, async\n";
+                     "scenarios: uncontended, reentrant, throughput, handoff, fairness, starvation, wakeup, background, memory, async\n";
         return 2;
       }
     }
@@ -957,6 +1038,7 @@ int main(int argc, char** argv) {
     if (selected("throughput")) bench.throughput();
     if (selected("handoff")) bench.handoff();
     if (selected("fairness")) bench.semaphore_fairness();
+    if (selected("starvation")) bench.rw_starvation();
     if (selected("wakeup")) bench.wake_designs();
     if (selected("background")) bench.background();
     if (selected("memory")) bench.memory();

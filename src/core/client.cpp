@@ -127,7 +127,9 @@ Client::Client(Options options)
       DoorbellWatcher::Hooks hooks;
       hooks.ring = [this](const std::string& key) {
         const std::string waiter = waiter_key_of_bell(key);
-        // A write side's release lets every reader in, and one writer.
+        // A write side's release lets every reader in, and one writer; a
+        // read release wakes a writer, and readers held back by a waiting
+        // writer (which watch the same doorbells) look again.
         if (is_rw_key(waiter) && waiter[1] == 'w') waiters_.wake_all(rw_key(LockSide::kRead, waiter.substr(2)));
         waiters_.wake_one(waiter);
       };
@@ -262,12 +264,11 @@ void Client::waiting_ended(const std::string& key) {
   if (waiters_.has(key)) return;
   if (is_rw_key(key)) {
     const std::string name = key.substr(2);
-    if (key[1] == 'w') {
-      unmark_intent(name);          // readers are no longer held back by this client's writers
+    if (key[1] == 'w') unmark_intent(name);  // readers are no longer held back by this client's writers
+    if (!waiters_.has(rw_key(LockSide::kRead, name)) && !waiters_.has(rw_key(LockSide::kWrite, name))) {
       arm_hold_bells('q', name, {});  // stops watching readers' doorbells
+      if (doorbells_) doorbells_->disarm(rw_key(LockSide::kWrite, name));
     }
-    if (doorbells_ && !waiters_.has(rw_key(LockSide::kRead, name)) && !waiters_.has(rw_key(LockSide::kWrite, name)))
-      doorbells_->disarm(rw_key(LockSide::kWrite, name));
     return;
   }
   if (!doorbells_) return;

@@ -154,10 +154,24 @@ AcquireStep Client::attempt_rw_step(const AcquireRequest& r) {
           if (!rw_holds_.is_ours(id)) foreign.push_back(id);
       arm_hold_bells('q', r.name, foreign);
     }
-  } else {
-    // Wait for the writer, else for the waiting writer's mark to go.
-    ttl_us = head.writer.held ? head.writer.ttl_us.value_or(0) : head.intent ? head.intent_ttl_us : 0;
+  } else if (head.writer.held) {
+    // Wait for the writer: at its release (its doorbell), or its lease end.
+    ttl_us = head.writer.ttl_us.value_or(0);
     if (doorbells_ && foreign_writer) doorbells_->arm(rw_key(LockSide::kWrite, r.name));
+  } else if (head.intent) {
+    // Held back by a waiting writer, which takes the lock when the reads
+    // counted end: wake when they do (their doorbells), then watch the
+    // writer's. With no read counted the writer is taking it right now:
+    // look again very soon rather than at the mark's lease end.
+    constexpr std::int64_t kWriterTakingUs = 20'000;
+    ttl_us = head.reads_counted ? std::min(head.intent_ttl_us, head.read_ttl_us)
+                                : std::min<std::int64_t>(head.intent_ttl_us, kWriterTakingUs);
+    if (doorbells_) {
+      std::vector<std::uint64_t> foreign;
+      for (auto id : head.first_readers)
+        if (!rw_holds_.is_ours(id)) foreign.push_back(id);
+      arm_hold_bells('q', r.name, foreign);
+    }
   }
   return wait_step(r, ttl_us);
 }
@@ -213,7 +227,7 @@ bool Client::take_write(const AcquireRequest& r, const std::string& key, RwHead&
     const auto run = [&] {
       return with_connection([&](Connection& c) {
         session = 0;
-        const bool taken = rw_->take_write(c, r.name, holder, 1, lease_us, r.watchdog, bell_ptr);
+        const bool taken = rw_->take_write(c, r.name, holder, 1, lease_us, r.watchdog, client_key_, bell_ptr);
         if (taken && bell_ptr != nullptr) session = c.server_id();
         return taken;
       });
@@ -238,9 +252,26 @@ bool Client::take_write(const AcquireRequest& r, const std::string& key, RwHead&
         continue;
       }
       taken = head.writer.held_by(holder.hold_id);
+      if (!taken && !head.writer.held && head.reads_counted && head.first_readers.empty() && round == 0) {
+        // Reads counted, none live: a crashed reader's count. Forget it
+        // (checked under the head's row lock) and try again.
+        try {
+          const bool reset = with_connection([&](Connection& c) { return rw_->forget_stale_reads(c, r.name); });
+          if (reset) logger_->info("dlock: read-write lock {}: forgot a count of reads no live read holds",
+                                   printable(r.name));
+        } catch (const OutcomeUnknown&) {
+          // Whatever it did was safe; the take below finds out.
+        }
+        continue;
+      }
     }
     if (!taken) return false;
     rw_holds_.record_fresh(key, r.owner, holder.hold_id, 1, r.watchdog, sent + r.lease, 0, session);
+    {
+      // The take cleared this client's mark: nothing left to unmark.
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      intents_.erase(r.name);
+    }
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: write side of {} acquired by {}/{}", printable(r.name), machine_id_, r.owner);
     return true;

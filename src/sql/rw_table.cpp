@@ -73,13 +73,17 @@ RwTable::RwTable(const std::string& lock_table, std::shared_ptr<spdlog::logger> 
   // A write is taken only from no live write and no counted read. The count
   // is forgotten with it (it is 0, or every counted read has expired), and
   // the read epoch moves on, so a lost read found later is not subtracted
-  // from a count that no longer has it. The doorbell rides in the state
-  // assignment ("0 *" keeps the value; COALESCE keeps a NULL out).
+  // from a count that no longer has it. The taking client's own
+  // waiting-writer mark goes with the take (its other writers, if any, mark
+  // again when refused). The doorbell rides in the state assignment ("0 *"
+  // keeps the value; COALESCE keeps a NULL out). Assigned left to right, as
+  // single-table UPDATEs are: intent_expire sees the new intent_id.
   const auto take_write = [&](const std::string& state) {
     return "UPDATE " + qh_ + " SET fence = fence + 2, state = " + state +
            ", watchdog = ?, machine_id = ?, thread_id = ?, hold_id = ?, holder_host = ?, holder_pid = ?,"
            " acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND, readers = 0,"
-           " read_epoch = read_epoch + 1"
+           " read_epoch = read_epoch + 1, intent_id = IF(intent_id <=> ?, NULL, intent_id),"
+           " intent_expire = IF(intent_id IS NULL, NULL, intent_expire)"
            " WHERE rw_name = ? AND (hold_id IS NULL OR expire_time <= NOW(6))"
            " AND (readers = 0 OR read_expire IS NULL OR read_expire <= NOW(6))";
   };
@@ -233,7 +237,8 @@ void RwTable::give_back(Connection& c, const std::string& doorbell) const {
 // ---------------------------------------------------------------- write side
 
 bool RwTable::take_write(Connection& c, std::string_view name, const Holder& holder, unsigned state,
-                         std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
+                         std::int64_t lease_us, bool watchdog, std::uint64_t client_key,
+                         const std::string* doorbell) const {
   return run_statement(
              c, logger_, "taking a write lock",
              [&] {
@@ -242,7 +247,7 @@ bool RwTable::take_write(Connection& c, std::string_view name, const Holder& hol
                b.u64(state);
                if (doorbell != nullptr) b.text(*doorbell);
                b.flag(watchdog).text(holder.label).u64(holder.owner).u64(holder.hold_id).text(holder.host);
-               b.u64(holder.pid).i64(lease_us).text(name);
+               b.u64(holder.pid).i64(lease_us).u64(client_key).text(name);
                return execute_update(ps);
              },
              [&] {
@@ -280,6 +285,48 @@ bool RwTable::release_write(Connection& c, std::string_view name, std::uint64_t 
   // A lost hold's statement matched no row: its doorbell is still ours.
   if (!released && doorbell != nullptr) give_back(c, *doorbell);
   return released;
+}
+
+bool RwTable::forget_stale_reads(Connection& c, std::string_view name) const {
+  return run_statement(c, logger_, "recounting a read-write lock's reads", [&] {
+    struct Rollback {
+      Connection& c;
+      bool done = false;
+      ~Rollback() {
+        if (done) return;
+        try {
+          c.execute_plain("ROLLBACK");
+        } catch (...) {
+          // A dead session rolls back on its own.
+        }
+      }
+    };
+    c.execute_plain("START TRANSACTION");
+    Rollback rollback{c};
+    {
+      auto& head = c.prepared("SELECT readers FROM " + qh_ + " WHERE rw_name = ? FOR UPDATE");
+      Binder(head).text(name);
+      std::unique_ptr<sql::ResultSet> rs(head.executeQuery());
+    }
+    std::int64_t live = 0;
+    {
+      auto& count = c.prepared("SELECT COUNT(*) FROM " + qr_ +
+                               " WHERE rw_name = ? AND hold_id IS NOT NULL AND expire_time > NOW(6) LOCK IN SHARE MODE");
+      Binder(count).text(name);
+      std::unique_ptr<sql::ResultSet> rs(count.executeQuery());
+      if (rs->next()) live = rs->getInt64(1);
+    }
+    bool reset = false;
+    if (live == 0) {
+      auto& forget = c.prepared("UPDATE " + qh_ +
+                                " SET readers = 0, read_epoch = read_epoch + 1 WHERE rw_name = ? AND readers > 0");
+      Binder(forget).text(name);
+      reset = forget.executeUpdate() > 0;
+    }
+    c.execute_plain("COMMIT");
+    rollback.done = true;
+    return reset;
+  });
 }
 
 void RwTable::set_intent(Connection& c, std::string_view name, std::uint64_t client_key,

@@ -108,10 +108,11 @@ class RwTable {
 
   // ---- the write side (the head row)
   // Takes the write side for `holder` if no write is live and no read is
-  // counted; bumps the fence by 2 and forgets a stale read count. False:
-  // refused, or no head row. `doorbell` as in LockTable::take.
+  // counted; bumps the fence by 2, forgets a stale read count, and clears
+  // client `client_key`'s waiting-writer mark. False: refused, or no head
+  // row. `doorbell` as in LockTable::take.
   bool take_write(Connection& c, std::string_view name, const Holder& holder, unsigned state,
-                  std::int64_t lease_us, bool watchdog, const std::string* doorbell) const;
+                  std::int64_t lease_us, bool watchdog, std::uint64_t client_key, const std::string* doorbell) const;
   // Reentrant write: count `state`, lease restarted, while `hold_id` is live.
   bool retake_write(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                     std::int64_t lease_us, bool watchdog) const;
@@ -119,6 +120,14 @@ class RwTable {
   // same statement when given), while `hold_id` is live. False: lost.
   bool release_write(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                      const std::string* doorbell = nullptr) const;
+  // A count of reads with no live read behind it (a crashed client's,
+  // until read_expire passes, which other reads keep raising): when no read
+  // hold of `name` is live, sets the count to 0 in a new epoch. One
+  // transaction: the head row locked first (no read can be taken while it
+  // is), then the live reads counted with a locking read. Four statements;
+  // run only when a writer is refused by a count its read of the name shows
+  // no live reader for. True if it reset the count.
+  bool forget_stale_reads(Connection& c, std::string_view name) const;
   // A waiting writer's intent: new reads of `name` wait while it is live.
   // Set for `client_key` unless another client's live intent is there.
   void set_intent(Connection& c, std::string_view name, std::uint64_t client_key, std::int64_t lease_us) const;

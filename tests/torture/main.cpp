@@ -153,6 +153,7 @@ struct RunResult {
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
   long reads = 0, writes = 0;  // applied read and write sections of "rw"
+  long rw_overlaps = 0;        // applied writes overlapping applied reads (a violation each)
 };
 
 class Run {
@@ -616,6 +617,7 @@ class Run {
                                    [](const Row& x, double t) { return x.entry < t; });
         for (; it != reads.end() && it->entry < w.exit; ++it) {
           if (it->exit <= w.entry) continue;
+          ++r.rw_overlaps;
           r.violations.push_back("a write overlapped a read of rw: " + w.op + " (fence " + std::to_string(w.fence) +
                                  ") and " + it->op + " (fence " + std::to_string(it->fence) + ")");
         }
@@ -713,12 +715,20 @@ int orchestrate(Config cfg) {
   // the lock names keep as many contenders as in the fenced run.
   if (cfg.semaphore_workers > 0) {
     control_cfg.semaphore_workers = 2;
-    control_cfg.workers = cfg.workers + 1;
+    ++control_cfg.workers;
+  }
+  // Likewise two read-write processes: a paused reader's read overlaps the
+  // other process's write.
+  if (cfg.rw_workers > 0) {
+    control_cfg.rw_workers = 2;
+    ++control_cfg.workers;
   }
   Run control(control_cfg, false, cfg.quick ? 40 : 60, {"pause-holder"}, "control");
   const RunResult control_result = control.execute();
   std::cout << "\n## control run (no fence guard, holders paused)\n\nlost updates: " << control_result.lost_updates
-            << " (" << control_result.lost_on_slots << " on semaphore slots)"
+            << " (" << control_result.lost_on_slots << " on semaphore slots); writes overlapping reads of the "
+            << "read-write lock: " << control_result.rw_overlaps
+            << "; lost updates"
             << (control_result.lost_updates > 0 ? " (caught, as it must be)" : " (NONE: the checker is not checking)")
             << "\n";
   bool ok = main_result.violations.empty() && control_result.lost_updates > 0;
