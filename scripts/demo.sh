@@ -17,6 +17,11 @@
 #   Act 4 (shell): six jobs share a semaphore of two permits through
 #   `dlock run --permits 2`; each records entering and leaving its slot, and
 #   the log is checked: never more than two inside, one per slot.
+#   Act 5 (shell): a read-write lock through `dlock run --shared` and
+#   `--exclusive`: four readers overlap, two writers each run alone, and a
+#   writer that starts waiting while readers keep coming gets in behind the
+#   reads already granted; the log is checked: no write beside a read or a
+#   write, and reads did overlap.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -162,5 +167,37 @@ if awk '
 else
   say "FAILED: the semaphore log shows more than two jobs inside" >&2
   cat "$sem_log" >&2
+  exit 1
+fi
+
+say "Act 5, a read-write lock: readers share, a writer runs alone (dlock run --shared / --exclusive)"
+rw_log="$work/rw.log"
+: >"$rw_log"
+rw_pids=()
+reader() {
+  "$dlock" run --shared catalog -- sh -c 'echo "+r $0" >>"$1"; sleep 0.5; echo "-r $0" >>"$1"' "$1" "$rw_log"
+}
+writer() {
+  "$dlock" run --exclusive catalog -- sh -c 'echo "+w $0 $DLOCK_FENCE" >>"$1"; sleep 0.3; echo "-w $0" >>"$1"' "$1" "$rw_log"
+}
+for r in reader1 reader2; do reader "$r" & rw_pids+=("$!"); done
+sleep 0.2
+writer writer1 & rw_pids+=("$!")   # waits for the two reads; readers arriving now queue behind it
+sleep 0.1
+for r in reader3 reader4; do reader "$r" & rw_pids+=("$!"); done
+writer writer2 & rw_pids+=("$!")
+sleep 0.1
+"$dlock" status catalog | sed 's/^/   /'
+for p in "${rw_pids[@]}"; do wait "$p"; done
+cat "$rw_log" | sed 's/^/   /'
+if awk '
+  $1 == "+r" { if (writing) bad = 1; reading++; if (reading > most) most = reading; next }
+  $1 == "-r" { reading--; next }
+  $1 == "+w" { if (writing || reading) bad = 1; writing = 1; next }
+  $1 == "-w" { writing = 0 }
+  END { if (NR != 12 || bad || most < 2) exit 1 }' "$rw_log"; then
+  say "OK: 4 reads (overlapping) and 2 writes, no write beside another read or write"
+else
+  say "FAILED: the read-write log shows a write beside a read or a write" >&2
   exit 1
 fi

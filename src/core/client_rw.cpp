@@ -313,10 +313,12 @@ bool Client::take_read(const AcquireRequest& r, const std::string& key, RwHead& 
           return t;
         });
       };
+      bool unknown = false;
       try {
         taken = run();
       } catch (const OutcomeUnknown& e) {
         session = 0;
+        unknown = true;
         // The slot is this client's alone: it shows whether this very
         // statement applied. If not (yet), run it again; a late first run
         // and the re-run cannot both take the slot (the second finds it
@@ -332,7 +334,7 @@ bool Client::take_read(const AcquireRequest& r, const std::string& key, RwHead& 
           reader_slots_.release(r.name, slot.index);
           continue;
         }
-        taken = read_rw_hold(LockSide::kRead, r.name, slot.index).held_by(holder.hold_id);
+        if (unknown) taken = read_rw_hold(LockSide::kRead, r.name, slot.index).held_by(holder.hold_id);
       }
     } catch (...) {
       reader_slots_.release(r.name, slot.index);
@@ -478,6 +480,12 @@ bool Client::force_release_rw(std::string_view name, LockSide side) {
 // ---------------------------------------------------------------- intents
 
 void Client::mark_intent(std::string_view name) {
+  {
+    // Marked already: the poller keeps the mark alive while a writer here
+    // waits (and a take of the write side here clears it from the set).
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    if (intents_.count(std::string(name)) != 0) return;
+  }
   try {
     with_connection([&](Connection& c) {
       rw_->set_intent(c, name, client_key_, micros(intent_lease()));
