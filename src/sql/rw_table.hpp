@@ -19,9 +19,12 @@
 // in one multi-table UPDATE, so the count moves with the slot. read_expire
 // is raised by every statement that sets a reader's lease, so it is never
 // earlier than any live read lease: once it has passed, every counted read
-// has expired and the count may be forgotten (a read lost to its lease is
-// never subtracted; the count is then too high, never too low, until the
-// next write takes the head).
+// has expired and the count may be forgotten (the next read starts it over,
+// the next write clears it), each time in a new read epoch. A read is
+// subtracted only in the epoch it was counted in, also when its owner
+// unlocks it after losing it, so the count is never too low; it is too high
+// only for a client that died holding reads, until read_expire passes or a
+// refused writer finds no live read behind it (forget_stale_reads).
 //
 // Fencing: write tokens are even (fence + 2 per take); a read hold's token
 // is the head's fence + 1, so it is above every write that ended before it
