@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "sql/connection_pool.hpp"
 #include "core/log_format.hpp"
@@ -159,6 +160,7 @@ void DoorbellWatcher::disarm(const std::string& name) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     silent_.erase(name);
+    after_ring_.erase(name);
     queued_.erase(std::remove(queued_.begin(), queued_.end(), name), queued_.end());
     auto it = watching_.find(name);
     if (it == watching_.end()) return;
@@ -229,13 +231,15 @@ void DoorbellWatcher::run(Slot& slot) {
     slot.waiting->store(0);
     if (failed) slot.server_id = 0;
     bool ring_now = false;
-    const bool keep = !failed && settle(slot, ring, ring_now);
+    std::chrono::milliseconds ring_delay{0};
+    const bool keep = !failed && settle(slot, ring, ring_now, ring_delay);
     if (!keep) {
       watching_.erase(name);
       slot.name.clear();
       if (!stopping_) adopt_queued(slot);
     }
     work_.notify_all();  // the destructor waits for blocked == false
+    if (ring_now && ring_delay.count() > 0) work_.wait_for(lock, ring_delay, [&] { return stopping_; });
     if (ring_now || failed) {
       // A failed channel wakes the waiter too: it tries the row and arms
       // again, on a fresh connection. Called without the lock: the hook
@@ -251,15 +255,31 @@ void DoorbellWatcher::run(Slot& slot) {
   }
 }
 
-bool DoorbellWatcher::settle(Slot& slot, LockTable::Ring ring, bool& ring_now) {
+bool DoorbellWatcher::settle(Slot& slot, LockTable::Ring ring, bool& ring_now, std::chrono::milliseconds& ring_delay) {
   if (stopping_) return false;
   const std::string& name = slot.name;
+  const auto now = std::chrono::steady_clock::now();
   switch (ring) {
     case LockTable::Ring::kRung:
       silent_.erase(name);
+      // Forget rings long past (names whose waiter got the row and never
+      // armed again), so the map stays as small as the names in play.
+      for (auto it = after_ring_.begin(); it != after_ring_.end();)
+        it = now - it->second.at > std::chrono::seconds(1) ? after_ring_.erase(it) : std::next(it);
+      after_ring_[name] = AfterRing{now, 0};
       ring_now = true;
       return false;  // the woken waiter arms again if it is refused
     case LockTable::Ring::kNoDoorbell: {
+      if (auto rang = after_ring_.find(name); rang != after_ring_.end()) {
+        if (rang->second.free_seen < kReleaseInFlightRetries) {
+          // The release that rang may not have committed yet: try again soon.
+          ring_delay = std::chrono::milliseconds(1 << rang->second.free_seen);
+          ++rang->second.free_seen;
+          ring_now = true;
+          return false;
+        }
+        after_ring_.erase(rang);
+      }
       auto [it, first] = silent_.emplace(name, true);
       ring_now = first;  // once: the row may have been freed just before we looked
       if (!hooks_.waited(name)) silent_.erase(it);
@@ -267,6 +287,7 @@ bool DoorbellWatcher::settle(Slot& slot, LockTable::Ring ring, bool& ring_now) {
     }
     case LockTable::Ring::kTimedOut:
       silent_.erase(name);
+      after_ring_.erase(name);
       return !slot.cancelled && hooks_.waited(name);
     case LockTable::Ring::kInterrupted:
       return !slot.cancelled && hooks_.waited(name);

@@ -26,7 +26,9 @@
 // holder has none": the watcher wakes the waiter once (the row may have just
 // been freed) and then leaves that name to the poller until a ring or a
 // timeout shows a doorbell again, so a holder without one never causes a
-// busy loop.
+// busy loop. Right after a real ring a free doorbell means something else:
+// the release rang before its commit was visible, and the waiter is woken
+// again a few times with a growing pause (see after_ring_).
 //
 // Thread safety: every public member of DoorbellWatcher is safe to call
 // concurrently.
@@ -123,7 +125,8 @@ class DoorbellWatcher {
   static std::function<bool()> still_waiting(const Slot& slot);
   void run(Slot& slot);
   // Result of one wait, handled under mutex_. True: keep watching the name.
-  bool settle(Slot& slot, LockTable::Ring ring, bool& ring_now);
+  // `ring_delay`: how long to wait before ringing (a release in flight).
+  bool settle(Slot& slot, LockTable::Ring ring, bool& ring_now, std::chrono::milliseconds& ring_delay);
   // Under mutex_: `slot` watches `name` from now on.
   void assign(Slot& slot, const std::string& name);
   // Under mutex_: the freed `slot` takes the oldest queued name still waited for.
@@ -144,6 +147,20 @@ class DoorbellWatcher {
   // Names whose doorbell was last found free while the row was held: not
   // rung again until a real ring or a timeout shows a doorbell in place.
   std::unordered_map<std::string, bool> silent_;
+  // Names whose doorbell rang a moment ago. The release gives its doorbell
+  // back inside its statement, before its commit, so the waiter it woke can
+  // be refused by the row as it was (a range scan such as the semaphore's
+  // take skips a row locked by an uncommitted change), re-arm, and find the
+  // doorbell free. On one server the commit is usually visible by then; on
+  // Galera it waits for certification. So a free doorbell right after a ring
+  // wakes the waiter again, after 1, 2, 4 ... ms, up to kReleaseInFlightRetries
+  // times, before the name is left to the poller.
+  struct AfterRing {
+    std::chrono::steady_clock::time_point at;
+    int free_seen = 0;
+  };
+  std::unordered_map<std::string, AfterRing> after_ring_;
+  static constexpr int kReleaseInFlightRetries = 6;
   std::unordered_map<std::string, Slot*> watching_;
   // Names armed while every connection was busy, oldest first.
   std::vector<std::string> queued_;

@@ -288,13 +288,20 @@ struct Worker {
     DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
     const ReadWriteLock rw = client.get_read_write_lock("rw");
     const bool lease_mode = index % 2 == 1;
+    // Control run only (no fence guard): this thread's reads take a lease
+    // shorter than their section, so a writer can be granted the lock while
+    // they still read, the overlap the checker must then report. (Pauses
+    // alone rarely produce one: a writer gets in only once every read of
+    // both processes has ended or lapsed.)
+    const bool lapsing_reads = !args.fenced && lease_mode;
     long seq = 0;
     while (now_us() < args.until_us) {
       const bool write = rng() % 4 == 0;
       Lock side = write ? rw.write_lock() : rw.read_lock();
+      const auto lease = std::chrono::milliseconds(lapsing_reads && !write ? kLapsingReadLeaseMs : kLeaseMs);
       bool acquired = false;
       try {
-        acquired = lease_mode ? side.try_lock(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+        acquired = lease_mode ? side.try_lock(std::chrono::seconds(2), lease)
                               : side.try_lock_for(std::chrono::seconds(2));
       } catch (const BackendError&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -310,7 +317,10 @@ struct Worker {
       }
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + name + std::to_string(index) + ":" + std::to_string(++seq);
-        const auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); };
+        const auto pause = [&] {
+          const auto extra = lapsing_reads && !write ? 2 * kLapsingReadLeaseMs : 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8 + extra));
+        };
         if (write) {
           critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op, pause);
         } else {
