@@ -39,7 +39,7 @@ constexpr const char* kExitCodesHelp =
     "error; 126 `run`: the command is not executable; 127 `run`: the command was\n"
     "not found; 200 `run` lost the lock while the command ran (it was terminated).\n"
     "Durations: seconds (5, 0.5) or with units: 500ms, 1.5s, 1m30s, 2h.\n"
-    "Connection: --url mysql://user[:password]@host:port/database[?table=T&...]\n"
+    "Connection: --url mysql://user[:password]@host:port[,host:port...]/database[?table=T&...]\n"
     "or DLOCK_URL; the password may instead come from DLOCK_PASSWORD or\n"
     "--password-file (so it need not appear in ps).";
 

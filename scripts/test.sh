@@ -42,6 +42,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp}"
 
-ctest_args=(--test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 300)
+# The "cluster" label needs the Galera test bed: scripts/cluster-test.sh runs it.
+ctest_args=(--test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 300 -LE cluster)
 [ -n "$filter" ] && ctest_args+=(-R "$filter")
 ctest "${ctest_args[@]}"

@@ -69,23 +69,23 @@ TEST(Pool, PrefersTheAskedForIdleConnection) {
   {
     auto a = pool.acquire();
     auto b = pool.acquire();
-    first = a->server_id();
-    second = b->server_id();
+    first = a->session_key();
+    second = b->session_key();
   }  // b returned last: plain LIFO would hand it out next
   auto c = pool.acquire(first);
-  EXPECT_EQ(c->server_id(), first);
+  EXPECT_EQ(c->session_key(), first);
   auto d = pool.acquire(first);  // in use: any other
-  EXPECT_EQ(d->server_id(), second);
+  EXPECT_EQ(d->session_key(), second);
 }
 
 TEST(Pool, SessionBoundJobRunsOnThatSessionWhenItIsIdle) {
   details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 2);
   std::vector<std::uint64_t> ran_on;
-  auto job = [&](details::Connection& c) { ran_on.push_back(c.server_id()); };
+  auto job = [&](details::Connection& c) { ran_on.push_back(c.session_key()); };
   std::uint64_t id = 0;
   {
     auto held = pool.acquire();
-    id = held->server_id();
+    id = held->session_key();
     EXPECT_FALSE(pool.try_acquire_session(id).has_value()) << "in use by this thread";
     pool.run_when_idle(id, job);
     EXPECT_TRUE(ran_on.empty()) << "must wait for the session to be returned";
@@ -98,7 +98,7 @@ TEST(Pool, SessionBoundJobRunsOnThatSessionWhenItIsIdle) {
   {
     auto again = pool.try_acquire_session(id);
     ASSERT_TRUE(again.has_value());
-    EXPECT_EQ((*again)->server_id(), id);
+    EXPECT_EQ((*again)->session_key(), id);
   }
   pool.run_when_idle(id + 1'000'000, job);  // no such session: nothing to do
   EXPECT_EQ(ran_on.size(), 2u);

@@ -388,9 +388,9 @@ TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
                                   std::to_string(stranger_id) + " AND INFO LIKE 'SELECT SLEEP%'") == "1";
       },
       5s));
-  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, stranger_id));
+  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {stranger_id, 0}));
   EXPECT_EQ(sleeping.get(), 0) << "the stranger's statement was killed";
-  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, 999'999'999)) << "an unknown id is not an error";
+  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {999'999'999, 0})) << "an unknown id is not an error";
 
   // Our own doorbell wait is interrupted.
   const std::string bell = details::doorbell_name(o.database, o.table, "k");
@@ -410,7 +410,9 @@ TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
       },
       5s));
   const auto start = Clock::now();
-  EXPECT_TRUE(details::interrupt_doorbell_wait(*killer, waiter_id));
+  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {waiter_id, 1}))
+      << "the same id on another server of the list is another session";
+  EXPECT_TRUE(details::interrupt_doorbell_wait(*killer, {waiter_id, 0}));
   EXPECT_EQ(waiting.get(), details::LockTable::Ring::kInterrupted);
   EXPECT_LT(Clock::now() - start, 5s);
 }

@@ -61,6 +61,30 @@ TEST(FromUrl, Ipv6HostAndMariadbScheme) {
   EXPECT_EQ(o.machine_id, "worker-7");
 }
 
+TEST(FromUrl, SeveralServersOfACluster) {
+  const Options o = Options::from_url("mysql://u:p,x@h1:3307,h2,[::2]:3309/d?table=t");
+  EXPECT_EQ(o.password, "p,x") << "a comma in the password is not a server list";
+  EXPECT_EQ(o.host, "h1");
+  EXPECT_EQ(o.port, 3307u);
+  ASSERT_EQ(o.failover_servers.size(), 2u);
+  EXPECT_EQ(o.failover_servers[0].host, "h2");
+  EXPECT_EQ(o.failover_servers[0].port, 3306u) << "a missing port is 3306";
+  EXPECT_EQ(o.failover_servers[1].host, "::2");
+  EXPECT_EQ(o.failover_servers[1].port, 3309u);
+  EXPECT_EQ(o.table, "t");
+  EXPECT_TRUE(Options::from_url("mysql://u@h/d").failover_servers.empty());
+
+  std::string sixteen = "mysql://u@h0";
+  for (int i = 1; i < 16; ++i) sixteen += ",h" + std::to_string(i);
+  EXPECT_EQ(Options::from_url(sixteen + "/d").failover_servers.size(), 15u);
+  for (const std::string& bad : {std::string("mysql://u@h1,/d"), std::string("mysql://u@,h2/d"),
+                                 std::string("mysql://u@h1,,h3/d"), std::string("mysql://u@h1,h2:0/d"),
+                                 std::string("mysql://u@h1,h2:/d"), std::string("mysql://u@h1,[::1/d"),
+                                 sixteen + ",h16/d"}) {
+    EXPECT_THROW(Options::from_url(bad), std::invalid_argument) << bad;
+  }
+}
+
 TEST(FromUrl, FastWakeupSettings) {
   const Options defaults = Options::from_url("mysql://u:p@h/d");
   EXPECT_TRUE(defaults.fast_wakeup);
@@ -151,6 +175,10 @@ TEST(Validation, OptionsFields) {
   expect_bad([](Options& o) { o.database = ""; }, "empty database");
   expect_bad([](Options& o) { o.host = ""; }, "empty host");
   expect_bad([](Options& o) { o.port = 0; }, "port 0");
+  expect_bad([](Options& o) { o.failover_servers = {{"", 3306}}; }, "empty failover host");
+  expect_bad([](Options& o) { o.failover_servers = {{"h2", 0}}; }, "failover port 0");
+  expect_bad([](Options& o) { o.failover_servers = {{"h2", 65536}}; }, "failover port too big");
+  expect_bad([](Options& o) { o.failover_servers.assign(16, Options::Server{"h", 3306}); }, "16 failover servers");
   expect_bad([](Options& o) { o.pool_size = 0; }, "pool 0");
   expect_bad([](Options& o) { o.watchdog_timeout = 0ms; }, "watchdog 0");
   expect_bad([](Options& o) { o.poll_interval = 0ms; }, "poll 0");

@@ -336,8 +336,8 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
   details::DoorbellWatcher::Hooks hooks{
       [&](const std::string&) { ++rings; },
       [](const std::string&) { return true; },
-      [](std::uint64_t id, const std::function<bool()>& still_waiting) {
-        if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(id));
+      [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
+        if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
       }};
   details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
                                    spdlog::default_logger(), hooks, 2s);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/export.hpp"
 
@@ -37,6 +38,25 @@ struct DLOCK_API Options {
   std::string host = "127.0.0.1";
   // TCP port. Default 3306. Must be 1..65535.
   unsigned port = 3306;
+  // One more server of the same cluster: host and TCP port, checked like
+  // `host` and `port`.
+  struct Server {
+    std::string host;
+    unsigned port = 3306;
+  };
+  // Further servers of the same cluster (Galera nodes, or a standby that
+  // takes over the primary's address space), in the order to try them.
+  // Default empty: one server. The client writes through one server at a
+  // time (the single-writer setup, see README "On a Galera cluster"): it
+  // starts on host:port and moves to the next server only when a new
+  // connection to the current one cannot be made (refused, timed out, or a
+  // Galera node that is not ready for clients: error 1047); after the last
+  // it tries the first again. It never moves back on its own while the
+  // server it left may still take writes. Each move is logged, and every
+  // waiter of the client retries at once on the new server. At most 15
+  // entries (16 servers in all); no host empty, every port 1..65535. In a
+  // URL: mysql://user:password@h1:3306,h2:3306,h3/db.
+  std::vector<Server> failover_servers;
   // Account. Default empty (the server's anonymous account, rarely wanted).
   std::string user;
   std::string password;
@@ -88,10 +108,11 @@ struct DLOCK_API Options {
   // lock row stays the only truth: a ring is only a hint to try again, and
   // the poller keeps running as the safety net. Adds no statement to an
   // uncontended lock/unlock (only the very first lock of a name, which
-  // inserts its row, takes one more). Turn it off where user-level locks are not
-  // available or not shared between sessions (some proxies and
-  // load balancers, Galera clusters) or where statement-based binary logging
-  // would warn about GET_LOCK; waiters then rely on poll_interval alone.
+  // inserts its row, takes one more). Turn it off where user-level locks are
+  // not available or not shared between sessions (some proxies and load
+  // balancers, a Galera cluster written through several nodes at once) or
+  // where statement-based binary logging would warn about GET_LOCK; waiters
+  // then rely on poll_interval alone.
   // Clients with it on and off can share a table: a holder without a
   // doorbell only costs its waiters the poll.
   bool fast_wakeup = true;
@@ -109,7 +130,7 @@ struct DLOCK_API Options {
   // exceptions it throws are logged and swallowed.
   std::function<void(std::string_view name, std::uint64_t fence)> on_lock_lost;
 
-  // mysql://user:password@host:port/database?table=T&pool_size=N
+  // mysql://user:password@host:port[,host:port...]/database?table=T&pool_size=N
   //   &watchdog_timeout_ms=N&poll_interval_ms=N&connect_timeout_ms=N&io_timeout_ms=N
   // Also accepted: `mariadb://`, `create_table=true|false|1|0`, `machine_id=S`,
   // `fast_wakeup=true|false|1|0`, `wakeup_connections=N`,

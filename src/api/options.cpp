@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "dlock/options.hpp"
 
@@ -67,6 +68,32 @@ bool parse_bool(std::string_view text, const std::string& what) {
   bad_url(what + " must be true, false, 1 or 0, got \"" + std::string(text) + "\"");
 }
 
+// One "host[:port]" of the authority ("[v6]:port" for IPv6). Port 0: none given.
+std::pair<std::string, unsigned> parse_server(std::string_view authority) {
+  std::string_view host = authority;
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) bad_url("unterminated [IPv6] host");
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url("unexpected text after ]");
+      port = after.substr(1);
+      if (port.empty()) bad_url("empty port");
+    }
+  } else {
+    const auto colon = authority.rfind(':');
+    if (colon != std::string_view::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+      if (port.empty()) bad_url("empty port");
+    }
+  }
+  if (host.empty()) bad_url("no host");
+  return {std::string(host), port.empty() ? 0U : static_cast<unsigned>(parse_number(port, "port", 1, 65535))};
+}
+
 void apply_parameter(Options& options, const std::string& key, const std::string& value) {
   if (key == "table") {
     options.table = value;
@@ -125,29 +152,21 @@ Options Options::from_url(std::string_view url) {
     if (colon != std::string_view::npos) options.password = percent_decode(userinfo.substr(colon + 1), "password");
   }
 
-  std::string_view host = authority;
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    const auto close = authority.find(']');
-    if (close == std::string_view::npos) bad_url("unterminated [IPv6] host");
-    host = authority.substr(1, close - 1);
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') bad_url("unexpected text after ]");
-      port = after.substr(1);
-      if (port.empty()) bad_url("empty port");
+  if (authority.empty()) bad_url("no host");
+  bool first = true;
+  while (true) {
+    const auto comma = authority.find(',');
+    const auto [host, port] = parse_server(authority.substr(0, comma));
+    if (first) {
+      options.host = host;
+      if (port != 0) options.port = port;
+      first = false;
+    } else {
+      options.failover_servers.push_back(Options::Server{host, port != 0 ? port : 3306U});
     }
-  } else {
-    const auto colon = authority.rfind(':');
-    if (colon != std::string_view::npos) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-      if (port.empty()) bad_url("empty port");
-    }
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
   }
-  if (host.empty()) bad_url("no host");
-  options.host = std::string(host);
-  if (!port.empty()) options.port = static_cast<unsigned>(parse_number(port, "port", 1, 65535));
 
   if (path.empty()) bad_url("no database name after the host");
   if (path.find('/') != std::string_view::npos) bad_url("the path must be a single database name");

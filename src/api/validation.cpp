@@ -38,6 +38,13 @@ void validate_table_name(std::string_view table) {
 void validate_options(const Options& options) {
   if (options.host.empty()) reject("Options::host is empty");
   if (options.port == 0 || options.port > 65535) reject("Options::port must be 1..65535");
+  if (options.failover_servers.size() > kMaxFailoverServers)
+    reject("Options::failover_servers holds at most " + std::to_string(kMaxFailoverServers) + " servers");
+  for (const auto& server : options.failover_servers) {
+    if (server.host.empty()) reject("Options::failover_servers has an empty host");
+    if (server.port == 0 || server.port > 65535)
+      reject("Options::failover_servers: port of " + server.host + " must be 1..65535");
+  }
   if (options.database.empty()) reject("Options::database is empty; the lock table needs a schema");
   validate_table_name(options.table);
   if (options.watchdog_timeout < Millis(3)) reject("Options::watchdog_timeout must be at least 3 ms");

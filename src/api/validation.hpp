@@ -10,6 +10,7 @@ namespace dlock::details {
 
 inline constexpr std::size_t kMaxNameBytes = 255;
 inline constexpr std::size_t kMaxMachineIdBytes = 64;
+inline constexpr std::size_t kMaxFailoverServers = 15;
 inline constexpr Millis kMaxLease = std::chrono::hours(24 * 365);
 
 // Lock names: 1..255 bytes, no NUL. Any other byte is allowed and compared

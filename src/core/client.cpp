@@ -31,8 +31,8 @@ const Options& validated(const Options& options) {
 // The io thread's connection waits at most a second for a row lock: a row
 // locked by a foreign transaction must not stall the watchdog's renewal of
 // every other hold (it then renews around it, see renew_tick).
-ConnectionSettings io_settings(const Options& options) {
-  ConnectionSettings s = ConnectionSettings::from(options);
+ConnectionSettings io_settings(const ConnectionSettings& settings) {
+  ConnectionSettings s = settings;
   s.lock_wait_seconds = 1;
   return s;
 }
@@ -67,7 +67,7 @@ PooledConnection Client::pooled_connection() {
   thread_local std::uint64_t last_session = 0;
   PooledConnection connection = pool_.acquire(t_thread_affinity && last_pool == &pool_ ? last_session : 0);
   last_pool = &pool_;
-  last_session = connection->server_id();
+  last_session = connection->session_key();
   return connection;
 }
 
@@ -90,14 +90,24 @@ Client::Client(Options options)
       machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
       pid_(static_cast<std::uint32_t>(::getpid())),
       table_(options_.table, logger_),
-      pool_(ConnectionSettings::from(options_), options_.pool_size),
+      settings_(ConnectionSettings::from(options_)),
+      pool_(settings_, options_.pool_size),
       semaphores_(SemaphoreTable::name_for_fits(options_.table)
                       ? std::make_unique<const SemaphoreTable>(options_.table, logger_)
                       : nullptr),
       rw_(RwTable::names_fit(options_.table) ? std::make_unique<const RwTable>(options_.table, logger_) : nullptr),
       client_key_(new_hold_id()),
-      io_(io_settings(options_), logger_),
+      io_(io_settings(settings_), logger_),
       async_(options_.pool_size) {
+  if (settings_.servers) {
+    // Every waiter retries at once on the new server: its doorbell
+    // connection and the poller's may still be stuck on the old one.
+    settings_.servers->on_move([this](const ServerChoice::Server& from, const ServerChoice::Server& to) {
+      logger_->warn("dlock: client {}: cannot connect to {}:{}; moving to {}:{} (it stays there until that fails)",
+                    machine_id_, from.host, from.port, to.host, to.port);
+      for (const auto& name : waiters_.names()) waiters_.wake_all(name);
+    });
+  }
   // Connecting here makes an unreachable database fail at construction.
   with_connection([&](Connection& c) {
     if (options_.create_table) {
@@ -139,15 +149,15 @@ Client::Client(Options options)
           return true;
         return waiters_.has(waiter);
       };
-      hooks.interrupt = [this](std::uint64_t server_id, std::function<bool()> still_waiting) {
+      hooks.interrupt = [this](SessionAddress session, std::function<bool()> still_waiting) {
         io_.post("interrupting a doorbell wait",
-                 [server_id, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
+                 [session, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
                    // Checked again here, on the io thread, right before the
                    // KILL: the wait may have ended since it was asked for.
-                   if (still_waiting()) interrupt_doorbell_wait(connection(), server_id);
+                   if (still_waiting()) interrupt_doorbell_wait(connection(), session);
                  });
       };
-      doorbells_ = std::make_unique<DoorbellWatcher>(ConnectionSettings::from(options_), table_, options_.database,
+      doorbells_ = std::make_unique<DoorbellWatcher>(settings_, table_, options_.database,
                                                      options_.wakeup_connections, wait_seconds, logger_,
                                                      std::move(hooks));
     } else {
@@ -156,7 +166,8 @@ Client::Client(Options options)
     }
   }
   io_.start();
-  logger_->debug("dlock: client {} connected to {}:{}/{} table {}", machine_id_, options_.host, options_.port,
+  logger_->debug("dlock: client {} connected to {}/{} table {}", machine_id_,
+                 settings_.servers ? settings_.servers->describe() : options_.host + ":" + std::to_string(options_.port),
                  options_.database, options_.table);
 }
 
@@ -189,7 +200,8 @@ Client::~Client() {
       logger_->warn("dlock: client {} could not release {} permit(s) at shutdown; they expire with their leases: {}",
                     machine_id_, permits.size(), e.what());
     }
-  }
+  }  // The move hook uses members destroyed before settings_ (waiters_).
+  if (settings_.servers) settings_.servers->on_move(nullptr);
 }
 
 // ---------------------------------------------------------------- acquire
@@ -374,14 +386,14 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Holder& holder,
       // Recorded even when GET_LOCK found the doorbell held by another
       // session: this session then does not hold it, and the one
       // RELEASE_LOCK the release runs here is a no-op.
-      if (bell_ptr != nullptr && r == AcquireResult::kTaken) doorbell_session = c.server_id();
+      if (bell_ptr != nullptr && r == AcquireResult::kTaken) doorbell_session = c.session_key();
       if (bell_ptr != nullptr && r == AcquireResult::kInserted) {
         // The first insert of a name cannot take the doorbell in its own
         // statement (see LockTable::acquire): one more, once per name ever.
         // The row is ours whatever happens here, so a failure only means
         // "no doorbell".
         try {
-          if (table_.take_doorbell(c, bell)) doorbell_session = c.server_id();
+          if (table_.take_doorbell(c, bell)) doorbell_session = c.session_key();
         } catch (const BackendError& e) {
           logger_->debug("dlock: could not take the doorbell of {}: {}", printable(name), e.what());
         }

@@ -373,6 +373,10 @@ class Client {
   const std::string host_ = host_name();  // written with each hold, for operators
   const std::uint32_t pid_;
   const LockTable table_;
+  // Shared by every connection this client opens (pool, io thread,
+  // doorbells), so they follow one ServerChoice when there are failover
+  // servers.
+  const ConnectionSettings settings_;
   ConnectionPool pool_;
   HoldRegistry holds_;
   // Null when the lock table's name leaves no room for the semaphore

@@ -228,7 +228,7 @@ bool Client::take_write(const AcquireRequest& r, const std::string& key, RwHead&
       return with_connection([&](Connection& c) {
         session = 0;
         const bool taken = rw_->take_write(c, r.name, holder, 1, lease_us, r.watchdog, client_key_, bell_ptr);
-        if (taken && bell_ptr != nullptr) session = c.server_id();
+        if (taken && bell_ptr != nullptr) session = c.session_key();
         return taken;
       });
     };
@@ -309,7 +309,7 @@ bool Client::take_read(const AcquireRequest& r, const std::string& key, RwHead& 
           session = 0;
           const bool t =
               rw_->take_read(c, r.name, where, holder, 1, lease_us, r.watchdog, write_hold_id, bell_ptr);
-          if (t && bell_ptr != nullptr) session = c.server_id();
+          if (t && bell_ptr != nullptr) session = c.session_key();
           return t;
         });
       };

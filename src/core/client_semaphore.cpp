@@ -182,7 +182,7 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
     try {
       const auto grow = with_connection([&](Connection& c) {
         if (table.take(c, name, permits, holder, lease_us, watchdog, bell_ptr)) {
-          if (bell_ptr != nullptr) doorbell_session = c.server_id();
+          if (bell_ptr != nullptr) doorbell_session = c.session_key();
           return SemaphoreTable::Grow::kGrown;
         }
         const auto grown = table.grow(c, name, permits, holder, lease_us, watchdog);
@@ -190,7 +190,7 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
         // slot ever added).
         if (grown == SemaphoreTable::Grow::kGrown && bell_ptr != nullptr) {
           try {
-            if (table_.take_doorbell(c, bell)) doorbell_session = c.server_id();
+            if (table_.take_doorbell(c, bell)) doorbell_session = c.session_key();
           } catch (const BackendError&) {
             // The permit is held; it just has no doorbell (waiters poll).
           }

@@ -8,7 +8,9 @@
 #include <mysql_driver.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <optional>
 
 namespace dlock::details {
 
@@ -35,6 +37,11 @@ ConnectionSettings ConnectionSettings::from(const Options& options) {
   ConnectionSettings s;
   s.host = options.host;
   s.port = options.port;
+  if (!options.failover_servers.empty()) {
+    std::vector<ServerChoice::Server> servers{{options.host, options.port}};
+    for (const auto& server : options.failover_servers) servers.push_back({server.host, server.port});
+    s.servers = std::make_shared<ServerChoice>(std::move(servers));
+  }
   s.user = options.user;
   s.password = options.password;
   s.database = options.database;
@@ -68,6 +75,7 @@ bool is_connection_error(int code) {
     case 1152:  // ER_ABORTING_CONNECTION
     case 1927:  // ER_CONNECTION_KILLED (MariaDB)
     case 4031:  // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+    case mysql_error::kWsrepNotReady:  // ER_UNKNOWN_COM_ERROR: Galera node not in the primary component
       return true;
     default:
       // 2000..2999 are client-library errors: can't connect, server gone,
@@ -86,19 +94,44 @@ BackendError to_backend_error(const sql::SQLException& e, const std::string& con
 }
 
 std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings) {
+  if (!settings.servers) return open_at(settings, settings.host, settings.port, 0);
+  ServerChoice& choice = *settings.servers;
+  std::optional<BackendError> last;
+  for (std::size_t tried = 0; tried < choice.size(); ++tried) {
+    const std::size_t at = choice.current();
+    const auto& server = choice.server(at);
+    try {
+      return open_at(settings, server.host, server.port, at);
+    } catch (const BackendError& e) {
+      // A server that refuses the account or the schema refuses it on every
+      // node of a cluster: that is no reason to move.
+      if (!is_connection_error(e.code())) throw;
+      last = e;
+      choice.move_on(at);
+    }
+  }
+  throw BackendError(std::string(last->what()) + " (every server of " + choice.describe() + " failed)", last->code(),
+                     last->sql_state());
+}
+
+std::unique_ptr<Connection> Connection::open_at(const ConnectionSettings& settings, const std::string& host,
+                                                unsigned port, std::size_t server_index) {
+  static std::atomic<std::uint64_t> next_session_key{0};
   std::unique_ptr<Connection> c(new Connection());
+  c->session_key_ = ++next_session_key;
+  c->server_index_ = server_index;
   c->io_timeout_seconds_ = whole_seconds(settings.io_timeout);
   c->lock_wait_seconds_ = settings.lock_wait_seconds > 0 ? settings.lock_wait_seconds
                                                          : std::max(1, c->io_timeout_seconds_ - 1);
   sql::ConnectOptionsMap props;
   // Connector/C++ 1.1 reads a bare hostName as host[:port], so an IPv6
   // address ("::1") must go in its URI form, bracketed.
-  if (settings.host.find(':') != std::string::npos) {
-    props["hostName"] = sql::SQLString("tcp://[" + settings.host + "]:" + std::to_string(settings.port));
+  if (host.find(':') != std::string::npos) {
+    props["hostName"] = sql::SQLString("tcp://[" + host + "]:" + std::to_string(port));
   } else {
-    props["hostName"] = sql::SQLString(settings.host);
+    props["hostName"] = sql::SQLString(host);
   }
-  props["port"] = static_cast<int>(settings.port);
+  props["port"] = static_cast<int>(port);
   props["userName"] = sql::SQLString(settings.user);
   props["password"] = sql::SQLString(settings.password);
   props["schema"] = sql::SQLString(settings.database);
@@ -113,9 +146,13 @@ std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings)
   props["CLIENT_MULTI_STATEMENTS"] = false;
   try {
     c->connection_.reset(driver()->connect(props));
+    c->profile_ = ServerProfile::detect(*c->connection_);
     c->apply_session_settings();
+  } catch (const BackendError& e) {
+    throw BackendError("dlock: cannot use " + host + ":" + std::to_string(port) + ": " + e.what(), e.code(),
+                       e.sql_state());
   } catch (const sql::SQLException& e) {
-    throw to_backend_error(e, "cannot connect to " + settings.host + ":" + std::to_string(settings.port));
+    throw to_backend_error(e, "cannot connect to " + host + ":" + std::to_string(port));
   }
   return c;
 }
@@ -138,7 +175,7 @@ void Connection::apply_session_settings() {
   // server-side lock wait ends before the client's read timeout, so a
   // contended row gives a retryable 1205 rather than a lost connection.
   st->execute("SET SESSION time_zone = '+00:00', autocommit = 1, timestamp = DEFAULT, innodb_lock_wait_timeout = " +
-              std::to_string(lock_wait_seconds_));
+              std::to_string(lock_wait_seconds_) + profile_.session_settings());
   st->execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
   std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SELECT CONNECTION_ID()"));
   if (rs->next()) server_id_ = rs->getUInt64(1);

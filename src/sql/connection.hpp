@@ -11,6 +11,8 @@
 
 #include "dlock/errors.hpp"
 #include "dlock/options.hpp"
+#include "sql/server_choice.hpp"
+#include "sql/server_profile.hpp"
 
 namespace sql {
 class Connection;
@@ -22,8 +24,13 @@ namespace dlock::details {
 
 // What a connection needs from Options.
 struct ConnectionSettings {
+  // Where to connect: host:port alone, or, when `servers` is set (Options::
+  // failover_servers), the server `servers` has chosen now. Copies of one
+  // settings object share `servers`, so every connection of a client follows
+  // the same choice.
   std::string host;
   unsigned port = 3306;
+  std::shared_ptr<ServerChoice> servers;
   std::string user;
   std::string password;
   std::string database;
@@ -64,13 +71,17 @@ inline constexpr int kLockWaitTimeout = 1205;
 inline constexpr int kDeadlock = 1213;
 inline constexpr int kQueryInterrupted = 1317;
 inline constexpr int kUnknownThread = 1094;
+inline constexpr int kWsrepNotReady = 1047;
 }  // namespace mysql_error
 
-// True for errors that mean the connection is gone (or never came up): the
-// statement's outcome is unknown and the connection must not be reused.
+// True for errors that mean the connection is gone (or never came up), or
+// that its server cannot serve it now (a Galera node out of the primary
+// component: 1047): the statement's outcome is unknown and the connection
+// must not be reused.
 bool is_connection_error(int code);
 // True for errors after which the statement was rolled back and may be run
-// again as it is (deadlock, lock wait timeout).
+// again as it is (deadlock or Galera certification conflict, lock wait
+// timeout).
 bool is_retryable(int code);
 // Converts a Connector/C++ exception; `context` says what was being done.
 BackendError to_backend_error(const sql::SQLException& e, const std::string& context);
@@ -86,8 +97,10 @@ class OutcomeUnknown : public BackendError {
 class Connection {
  public:
   // Connects and prepares the session (UTC time zone, autocommit, READ
-  // COMMITTED, server-side lock wait below the client's read timeout).
-  // Throws BackendError.
+  // COMMITTED, server-side lock wait below the client's read timeout, and
+  // what the server's profile adds). With failover servers: to the current
+  // server, moving on to the next while a connection cannot be made, each
+  // server tried at most once. Throws BackendError (the last server's error).
   static std::unique_ptr<Connection> open(const ConnectionSettings& settings);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -110,8 +123,16 @@ class Connection {
   // innodb_lock_wait_timeout).
   int lock_wait_seconds() const { return lock_wait_seconds_; }
 
-  // Server-side id (CONNECTION_ID()), for diagnostics and KILL.
+  // Server-side id (CONNECTION_ID()), for diagnostics and KILL. Unique on
+  // one server only: two servers of a cluster may hand out the same id.
   std::uint64_t server_id() const { return server_id_; }
+  // Unique among every connection this process opened (never 0): how the
+  // pool and the holds that took a doorbell on a session name it.
+  std::uint64_t session_key() const { return session_key_; }
+  // Which server of the settings' list this connection talks to (0 without
+  // failover servers). A KILL for a session goes only to its own server.
+  std::size_t server_index() const { return server_index_; }
+  const ServerProfile& profile() const { return profile_; }
   bool broken() const { return broken_; }
   void mark_broken() { broken_ = true; }
   // Cheap liveness check (COM_PING, not a statement). False marks it broken.
@@ -126,11 +147,16 @@ class Connection {
 
  private:
   Connection() = default;
+  static std::unique_ptr<Connection> open_at(const ConnectionSettings& settings, const std::string& host,
+                                             unsigned port, std::size_t server_index);
   void apply_session_settings();
 
   std::unique_ptr<sql::Connection> connection_;
   std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> statements_;
   std::uint64_t server_id_ = 0;
+  std::uint64_t session_key_ = 0;
+  std::size_t server_index_ = 0;
+  ServerProfile profile_;
   int io_timeout_seconds_ = 10;
   int lock_wait_seconds_ = 9;
   bool broken_ = false;

@@ -37,7 +37,7 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
         auto it = idle_.end() - 1;  // LIFO: the warmest
         if (preferred != 0) {
           auto mine = std::find_if(idle_.begin(), idle_.end(),
-                                   [&](const std::unique_ptr<Connection>& c) { return c->server_id() == preferred; });
+                                   [&](const std::unique_ptr<Connection>& c) { return c->session_key() == preferred; });
           if (mine != idle_.end()) it = mine;
         }
         candidate = std::move(*it);
@@ -98,12 +98,12 @@ PooledConnection ConnectionPool::open_new() {
   return hand_out(std::move(fresh));
 }
 
-std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_t server_id) {
+std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_t session_key) {
   std::unique_ptr<Connection> found;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = std::find_if(idle_.begin(), idle_.end(),
-                           [&](const std::unique_ptr<Connection>& c) { return c->server_id() == server_id; });
+                           [&](const std::unique_ptr<Connection>& c) { return c->session_key() == session_key; });
     if (it == idle_.end()) return std::nullopt;
     found = std::move(*it);
     idle_.erase(it);
@@ -115,20 +115,20 @@ std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_
   return out;
 }
 
-void ConnectionPool::run_when_idle(std::uint64_t server_id, std::function<void(Connection&)> job) {
+void ConnectionPool::run_when_idle(std::uint64_t session_key, std::function<void(Connection&)> job) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (std::find(in_use_.begin(), in_use_.end(), server_id) != in_use_.end()) {
-      on_return_[server_id].push_back(std::move(job));
+    if (std::find(in_use_.begin(), in_use_.end(), session_key) != in_use_.end()) {
+      on_return_[session_key].push_back(std::move(job));
       return;
     }
   }
-  if (auto c = try_acquire_session(server_id)) job(**c);
+  if (auto c = try_acquire_session(session_key)) job(**c);
 }
 
 PooledConnection ConnectionPool::hand_out(std::unique_ptr<Connection> connection) {
   std::lock_guard<std::mutex> guard(mutex_);
-  in_use_.push_back(connection->server_id());
+  in_use_.push_back(connection->session_key());
   return PooledConnection(this, std::move(connection));
 }
 
@@ -138,7 +138,7 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
     std::vector<std::function<void(Connection&)>> jobs;
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      auto it = on_return_.find(connection->server_id());
+      auto it = on_return_.find(connection->session_key());
       if (it == on_return_.end()) break;
       jobs = std::move(it->second);
       on_return_.erase(it);
@@ -157,7 +157,7 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
   std::unique_ptr<Connection> dropped;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (auto it = std::find(in_use_.begin(), in_use_.end(), connection->server_id()); it != in_use_.end())
+    if (auto it = std::find(in_use_.begin(), in_use_.end(), connection->session_key()); it != in_use_.end())
       in_use_.erase(it);
     if (connection->broken()) {
       --open_;

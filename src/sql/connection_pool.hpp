@@ -67,7 +67,7 @@ class ConnectionPool {
   // A connection, waiting up to io_timeout for one to be returned when all
   // `size` are in use. Throws BackendError when none frees up in time or a
   // new one cannot be opened.
-  // `preferred`: the server id of a connection to hand out if it is idle
+  // `preferred`: the session key (Connection::session_key) of a connection to hand out if it is idle
   // (callers pass the one their thread used last, so a thread tends to keep
   // its connection, and with it any session-bound state it left there).
   // Waits no longer than the calling thread's CallBudget either.
@@ -80,14 +80,14 @@ class ConnectionPool {
   // Session-bound state (a hold's doorbell, see doorbell.hpp) can only be
   // given back by the session that took it. These two never wait:
   //
-  // The connection with server id `server_id` if it is idle now; nullopt if
+  // The connection with session key `session_key` if it is idle now; nullopt if
   // another thread uses it or it no longer exists.
-  std::optional<PooledConnection> try_acquire_session(std::uint64_t server_id);
+  std::optional<PooledConnection> try_acquire_session(std::uint64_t session_key);
   // Runs `job` on that connection as soon as it is idle: at once on this
   // thread if it is idle now, else on the thread that returns it, before
   // anyone else can take it. Nothing if the connection no longer exists (its
   // session, and whatever it held, is gone). `job` must not throw.
-  void run_when_idle(std::uint64_t server_id, std::function<void(Connection&)> job);
+  void run_when_idle(std::uint64_t session_key, std::function<void(Connection&)> job);
 
   // Connections that exist now (idle + in use), for tests and diagnostics.
   std::size_t open_count() const;
@@ -106,7 +106,7 @@ class ConnectionPool {
   mutable std::mutex mutex_;
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
-  std::vector<std::uint64_t> in_use_;  // server ids of the connections handed out
+  std::vector<std::uint64_t> in_use_;  // session keys of the connections handed out
   std::unordered_map<std::uint64_t, std::vector<std::function<void(Connection&)>>> on_return_;
   std::size_t open_ = 0;
   std::uint64_t error_epoch_ = 0;  // bumped by every broken connection returned

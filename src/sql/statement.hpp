@@ -52,9 +52,12 @@ inline std::int64_t execute_update(sql::PreparedStatement& ps) { return ps.execu
 
 // Runs `body` (one statement) on `c`. Deadlocks and lock-wait timeouts were
 // rolled back by the server, so the statement may simply run again after a
-// short randomised pause, as long as the call's CallBudget leaves room for
-// another full lock wait: a row locked by a foreign transaction then fails
-// the call within about io_timeout instead of once per retry. `undo` runs
+// short randomised pause, up to 7 times (on Galera, where 1213 is also a
+// certification conflict, as often as the budget allows: see
+// ServerProfile::deadlock_retry_limit), as long as the call's CallBudget
+// leaves room for another full lock wait: a row locked by a foreign
+// transaction then fails the call within about io_timeout instead of once
+// per retry. `undo` runs
 // (best effort) after any failure that left the session alive, before a
 // retry or the throw. A lost connection marks `c` broken and throws
 // OutcomeUnknown: the caller decides how to reconcile. `logger` may be null.
@@ -77,11 +80,17 @@ auto run_statement(Connection& c, const std::shared_ptr<spdlog::logger>& logger,
         throw OutcomeUnknown(to_backend_error(e, what));
       }
       undo();
-      const auto pause = std::chrono::microseconds(200 * attempt + jitter() % 1000);
-      if (is_retryable(code) && attempt < kMaxAttempts &&
+      const auto pause = std::chrono::microseconds(200 * std::min(attempt, kMaxAttempts) + jitter() % 1000);
+      // The profile's longer run of retries only within a budget that ends it.
+      const bool budgeted = CallBudget::deadline() != CallBudget::Clock::time_point::max();
+      const int limit =
+          code == mysql_error::kDeadlock && budgeted ? c.profile().deadlock_retry_limit() : kMaxAttempts;
+      if (is_retryable(code) && attempt < limit &&
           CallBudget::allows(pause + std::chrono::seconds(c.lock_wait_seconds()))) {
-        if (logger) logger->warn("dlock: {}: MySQL error {} ({}); retry {} of {}", what, code, e.what(), attempt,
-                                 kMaxAttempts - 1);
+        if (logger) {
+          logger->log(attempt < kMaxAttempts ? spdlog::level::warn : spdlog::level::debug,
+                      "dlock: {}: MySQL error {} ({}); retry {}", what, code, e.what(), attempt);
+        }
         std::this_thread::sleep_for(pause);
         continue;
       }

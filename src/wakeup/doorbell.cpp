@@ -52,7 +52,9 @@ std::string doorbell_name(std::string_view database, std::string_view table, std
   return out;
 }
 
-bool interrupt_doorbell_wait(Connection& killer, std::uint64_t server_id) {
+bool interrupt_doorbell_wait(Connection& killer, SessionAddress session) {
+  if (killer.server_index() != session.server_index) return false;
+  const std::uint64_t server_id = session.server_id;
   try {
     auto& ps = killer.prepared(
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
@@ -99,9 +101,10 @@ DoorbellWatcher::~DoorbellWatcher() {
   // A KILL QUERY sent just before the statement reaches the server is lost,
   // so it is repeated until every blocked session has come back.
   for (;;) {
-    std::vector<std::pair<std::uint64_t, std::function<bool()>>> blocked;
+    std::vector<std::pair<SessionAddress, std::function<bool()>>> blocked;
     for (auto& slot : slots_)
-      if (slot->blocked && slot->server_id != 0) blocked.emplace_back(slot->server_id, still_waiting(*slot));
+      if (slot->blocked && slot->server_id != 0)
+        blocked.emplace_back(SessionAddress{slot->server_id, slot->server_index}, still_waiting(*slot));
     if (blocked.empty()) break;
     lock.unlock();
     for (auto& [id, check] : blocked) hooks_.interrupt(id, check);
@@ -155,7 +158,7 @@ void DoorbellWatcher::adopt_queued(Slot& slot) {
 }
 
 void DoorbellWatcher::disarm(const std::string& name) {
-  std::uint64_t interrupt = 0;
+  SessionAddress interrupt;
   std::function<bool()> check;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -174,10 +177,10 @@ void DoorbellWatcher::disarm(const std::string& name) {
     }
     if (slot.cancelled) return;
     slot.cancelled = true;
-    interrupt = slot.server_id;
+    interrupt = SessionAddress{slot.server_id, slot.server_index};
     check = still_waiting(slot);
   }
-  if (interrupt != 0) hooks_.interrupt(interrupt, std::move(check));
+  if (interrupt.server_id != 0) hooks_.interrupt(interrupt, std::move(check));
 }
 
 void DoorbellWatcher::run(Slot& slot) {
@@ -216,6 +219,7 @@ void DoorbellWatcher::run(Slot& slot) {
         slot.connection = Connection::open(settings_);
         std::lock_guard<std::mutex> guard(mutex_);
         slot.server_id = slot.connection->server_id();
+        slot.server_index = slot.connection->server_index();
       }
       ring = table_.wait_for_doorbell(*slot.connection, doorbell_name(database_, table_.table(), name),
                                       wait_seconds_);

@@ -62,12 +62,21 @@ namespace dlock::details {
 // collide share a doorbell, which only costs spurious or missed rings.
 std::string doorbell_name(std::string_view database, std::string_view table, std::string_view name);
 
-// Sends KILL QUERY for session `server_id` from `killer`, only if that
-// session belongs to the same account and is running a doorbell wait.
-// Connection ids restart with the server, so an id remembered from before a
-// restart may name a stranger's session by now: this checks before it
-// kills. Returns true if a KILL was sent. Throws BackendError.
-bool interrupt_doorbell_wait(Connection& killer, std::uint64_t server_id);
+// A session on one server of the client's list (Connection::server_id and
+// Connection::server_index): connection ids are unique on one server only.
+struct SessionAddress {
+  std::uint64_t server_id = 0;
+  std::size_t server_index = 0;
+};
+
+// Sends KILL QUERY for `session` from `killer`, only if `killer` talks to
+// the session's server and that session belongs to the same account and is
+// running a doorbell wait. Connection ids restart with the server, so an id
+// remembered from before a restart may name a stranger's session by now:
+// this checks before it kills. Returns true if a KILL was sent (false, and
+// no statement, for a session on another server: after a failover, the
+// wait ends at its own timeout or with its server). Throws BackendError.
+bool interrupt_doorbell_wait(Connection& killer, SessionAddress session);
 
 class DoorbellWatcher {
  public:
@@ -76,11 +85,11 @@ class DoorbellWatcher {
     std::function<void(const std::string& name)> ring;
     // True while some local thread waits for the name.
     std::function<bool(const std::string& name)> waited;
-    // Interrupts the statement running on the session with this server id
+    // Interrupts the statement running on this session
     // (KILL QUERY), using some other connection, but only if
     // `still_waiting()` is true when the KILL is about to be sent (the hook
     // may run later, on another thread; the function stays valid).
-    std::function<void(std::uint64_t server_id, std::function<bool()> still_waiting)> interrupt;
+    std::function<void(SessionAddress session, std::function<bool()> still_waiting)> interrupt;
   };
 
   // A dedicated connection unused this long is closed (and opened again when
@@ -113,6 +122,7 @@ class DoorbellWatcher {
     std::thread thread;
     std::unique_ptr<Connection> connection;  // touched by the slot's thread only
     std::uint64_t server_id = 0;             // of `connection`, readable under mutex_
+    std::size_t server_index = 0;            // of `connection`, readable under mutex_
     std::string name;                        // empty: idle
     bool blocked = false;                    // inside wait_for_doorbell
     bool cancelled = false;                  // disarm() interrupted it
