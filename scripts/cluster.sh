@@ -258,6 +258,26 @@ start_position_args() {
 
 # Start node N into the running cluster: IST from its recovered position when
 # it has one, SST otherwise (or when asked).
+# A joiner's state transfer starts an rsync daemon on the node's SST port; if
+# anything already listens there, the transfer fails with a bare "EBUSY" deep
+# in the node's log. A leftover rsync daemon of this node's own (its config
+# lives in the node's data directory) is stopped; anything else is an error
+# that names the port.
+free_sst_port() {
+  local n="$1" port pids p
+  port="$(sst_port "$n")"
+  pids="$(ss -Htlnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)"
+  [ -z "$pids" ] && return 0
+  for p in $pids; do
+    if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "rsync.*--config $(node_dir "$n")/data/"; then
+      kill "$p" 2>/dev/null || true
+    else
+      die "node $n's state transfer port $port is taken by pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)); stop it or set DLOCK_CLUSTER_PORT"
+    fi
+  done
+  sleep 0.5
+}
+
 join_node() {
   local n="$1" force_sst="${2:-}" args=()
   node_pid "$n" >/dev/null && { synced "$n" && return 0; wait_synced "$n" 120; return 0; }
@@ -269,6 +289,7 @@ join_node() {
   else
     start_position_args "$n"
   fi
+  free_sst_port "$n"
   local started=$SECONDS
   launch_node "$n" "${args[@]}"
   wait_synced "$n" 120
