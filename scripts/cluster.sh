@@ -266,7 +266,7 @@ start_position_args() {
 free_sst_port() {
   local n="$1" port pids p
   port="$(sst_port "$n")"
-  pids="$(ss -Htlnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)"
+  pids="$(ss -Htlnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)"
   [ -z "$pids" ] && return 0
   for p in $pids; do
     if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "rsync.*--config $(node_dir "$n")/data/"; then
