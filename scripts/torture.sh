@@ -6,6 +6,7 @@
 #
 #   scripts/torture.sh [--quick] [--faults LIST] [--duration SECONDS]
 #                      [--workers K] [--threads T] [--names N]
+#                      [--cluster [--placement one|several]]
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,
 # pause-db, kill-db, kill-conns, idle-timeout, foreign-lock, kill-dlock,
@@ -13,6 +14,13 @@
 # critical sections under `dlock run` (kill-dlock kills those dlock
 # processes). --quick runs 90 s plus a 40 s control run (under 3 minutes);
 # the default runs 600 s.
+#
+# --cluster runs the same workload against the Galera test bed of
+# scripts/cluster.sh (started if it is not running, and stopped again
+# afterwards if this script started it): node faults (kill-node, sst-node,
+# pause-node) instead of pause-db and kill-db, and workers spread over the
+# proxy and every node (--placement several, the default) or all on node 1
+# (--placement one). --quick then runs 180 s.
 # Exits non-zero on any violation, or if the control run (no fence guard)
 # fails to lose updates. Histories and worker logs land in BUILD/torture/;
 # DLOCK_BUILD_DIR=DIR skips the install-and-build step and uses DIR.
@@ -23,13 +31,29 @@ if [ -z "$build_dir" ]; then
   "$root/scripts/install-deps.sh"
   build_dir="$(bash "$root/scripts/build.sh" | tail -n 1)"
 fi
+cluster=0
+args=()
+for a in "$@"; do
+  if [ "$a" = "--cluster" ]; then cluster=1; else args+=("$a"); fi
+done
+out="$build_dir/torture"
+mkdir -p "$out"
+if [ "$cluster" = 1 ]; then
+  started_cluster=0
+  if ! "$root/scripts/cluster.sh" status >/dev/null 2>&1; then
+    "$root/scripts/cluster.sh" start
+    started_cluster=1
+  fi
+  trap '[ "$started_cluster" = 1 ] && "$root/scripts/cluster.sh" stop >/dev/null 2>&1 || true' EXIT
+  "$build_dir/tests/dlock_torture" --cluster "$root/scripts/cluster.sh" \
+    --dlock "$build_dir/cli/dlock" --out "$out/cluster" ${args[@]+"${args[@]}"}
+  exit $?
+fi
 started_db=0
 if ! "$root/scripts/db.sh" status >/dev/null 2>&1; then
   "$root/scripts/db.sh" start
   started_db=1
 fi
 trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null 2>&1 || true' EXIT
-out="$build_dir/torture"
-mkdir -p "$out"
 "$build_dir/tests/dlock_torture" --url "$("$root/scripts/db.sh" url)" --db-script "$root/scripts/db.sh" \
-  --dlock "$build_dir/cli/dlock" --out "$out" "$@"
+  --dlock "$build_dir/cli/dlock" --out "$out" ${args[@]+"${args[@]}"}

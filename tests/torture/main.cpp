@@ -2,6 +2,7 @@
 //
 //   dlock_torture --url URL --db-script scripts/db.sh --out DIR [--dlock PATH]
 //                 [--quick] [--faults LIST] [--duration SECONDS]
+//   dlock_torture --cluster scripts/cluster.sh [--placement one|several] --out DIR ...
 //                 [--workers K] [--async-workers A] [--semaphore-workers S] [--rw-workers R]
 //                 [--threads T] [--names N]
 //   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE RW
@@ -10,7 +11,19 @@
 //
 // Fault kinds: kill-holder, pause-holder, pause-db, kill-db, kill-conns,
 // idle-timeout, foreign-lock, kill-dlock (injected one after another), and
-// pool, shared-id (in force for the whole run). With --dlock, a CLI
+// pool, shared-id (in force for the whole run).
+//
+// With --cluster (the Galera test bed of scripts/cluster.sh instead of one
+// server), pause-db and kill-db give way to node faults: kill-node (kill -9
+// a node, leave it dead past the cluster's eviction, restart it by IST),
+// sst-node (the same, restarted by a full state transfer) and pause-node
+// (SIGSTOP a node past the eviction; it rejoins by itself). They take the
+// nodes in turn, so node 1, the one HAProxy sends to, dies too: the proxy's
+// failover. kill-conns and idle-timeout act on every node, foreign-lock on
+// one. --placement several (the default) spreads the workers over the proxy
+// and multi-host URLs starting at each node (writers on several nodes at
+// once); one gives every worker the multi-host URL starting at node 1 (one
+// writer node while node 1 lives). With --dlock, a CLI
 // workload (critical sections run by `dlock run`) runs beside the library
 // workers; kill-dlock needs it. Of the library workers, --async-workers run
 // the coroutine workload and --semaphore-workers the semaphore workload
@@ -50,14 +63,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",     "kill-db",
-                                             "kill-conns",  "idle-timeout", "foreign-lock", "kill-dlock",
-                                             "pool",        "shared-id"};
+const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",  "kill-db",   "kill-conns",
+                                             "idle-timeout", "foreign-lock", "kill-dlock", "kill-node", "sst-node",
+                                             "pause-node",  "pool",         "shared-id"};
 // Faults in force for a whole run rather than injected one at a time.
 bool is_configuration(const std::string& kind) { return kind == "pool" || kind == "shared-id"; }
+// Faults of the single server (scripts/db.sh) and of a cluster node.
+bool is_server_fault(const std::string& kind) { return kind == "pause-db" || kind == "kill-db"; }
+bool is_node_fault(const std::string& kind) { return kind == "kill-node" || kind == "sst-node" || kind == "pause-node"; }
+constexpr int kClusterNodes = 3;
+// How long a node fault keeps its node dead or stopped: past the cluster's
+// eviction of a silent node (5-6.5 s on the test bed).
+constexpr int kNodeDownMs = 9000;
 
 struct Config {
   std::string url, db_script, out, self, dlock;
+  // The cluster mode: scripts/cluster.sh, the URL of each node (index 0:
+  // node 1) and of the proxy, and where the workers connect.
+  std::string cluster_script;
+  std::vector<std::string> node_urls;
+  std::string proxy_url;
+  std::string placement = "several";
   std::set<std::string> faults;
   int workers = 6, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
@@ -83,6 +109,23 @@ std::string shell(const std::string& cmd) {
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
+}
+
+// "mysql://u:p@h1:p1,h2:p2/db" from node URLs "mysql://u:p@hN:pN/db",
+// starting at node `first` (0-based) and going round.
+std::string multi_host_url(const std::vector<std::string>& node_urls, std::size_t first) {
+  const auto host_of = [](const std::string& url) {
+    const auto at = url.find('@') + 1;
+    return url.substr(at, url.find('/', at) - at);
+  };
+  const std::string& u = node_urls[first];
+  const auto at = u.find('@') + 1;
+  std::string out = u.substr(0, at);
+  for (std::size_t i = 0; i < node_urls.size(); ++i) {
+    if (i) out += ",";
+    out += host_of(node_urls[(first + i) % node_urls.size()]);
+  }
+  return out + u.substr(u.find('/', at));
 }
 
 // The orchestrator's own connection; reopened after a server fault.
@@ -147,6 +190,7 @@ struct RunResult {
   long applied = 0, counter = 0;
   std::map<std::string, long> faults;
   std::map<std::string, double> worst_recovery_s;
+  std::vector<std::string> node_faults;  // what each node fault did (cluster runs)
   std::vector<std::string> violations;
   long lost_updates = 0;
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
@@ -208,7 +252,8 @@ class Run {
                 " last_fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB");
     admin_.exec("CREATE TABLE torture_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARBINARY(64) NOT NULL,"
                 " fence BIGINT UNSIGNED NOT NULL, worker VARCHAR(64) NOT NULL, entry_time DATETIME(6) NOT NULL,"
-                " exit_time DATETIME(6) NOT NULL, applied TINYINT NOT NULL, op VARCHAR(128) NOT NULL) ENGINE=InnoDB");
+                " exit_time DATETIME(6) NOT NULL, applied TINYINT NOT NULL, op VARCHAR(128) NOT NULL,"
+                " seq BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB");
     for (int n = 0; n < cfg_.names; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('r" + std::to_string(n) + "')");
     // One resource per semaphore slot the bound allows: a permit working on
@@ -237,13 +282,22 @@ class Run {
     s.label = shared ? "pair" + std::to_string(s.index / 2) : s.machine_id;
     const int pool = faults_.count("pool") ? std::max(1, cfg_.threads - 1) : cfg_.threads + 1;
     s.process = std::make_unique<test::ChildProcess>(
-        cfg_.self, std::vector<std::string>{"--worker", cfg_.url, s.machine_id, s.label, shared ? "2" : "1",
+        cfg_.self, std::vector<std::string>{"--worker", worker_url(s.index), s.machine_id, s.label, shared ? "2" : "1",
                                             history_path(s.index),
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
                                             runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0"});
+  }
+
+  // Where library worker `index` connects: the run's URL on one server; on a
+  // cluster, with placement "several", in turn the proxy and multi-host URLs
+  // starting at node 1, 2 and 3; with "one", the multi-host URL from node 1.
+  std::string worker_url(int index) const {
+    if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
+    const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
+    return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
   }
 
   // The read-write workers come right before the semaphore ones.
@@ -366,7 +420,13 @@ class Run {
     const std::string name = "r" + std::to_string(static_cast<std::size_t>(now_us()) % static_cast<std::size_t>(cfg_.names));
     e.detail = name;
     try {
-      auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(cfg_.url)));
+      std::string url = cfg_.url;
+      if (!cfg_.node_urls.empty()) {
+        const std::size_t node = static_cast<std::size_t>(now_us() / 1000) % cfg_.node_urls.size();
+        url = cfg_.node_urls[node];
+        e.detail += " on node " + std::to_string(node + 1);
+      }
+      auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
       c->execute_plain("START TRANSACTION");
       auto& ps = c->prepared("SELECT lock_name FROM torture_lock WHERE lock_name = ? FOR UPDATE");
       ps.setString(1, name);
@@ -385,16 +445,81 @@ class Run {
   }
 
   void kill_client_connections() {
-    const auto ids = admin_.rows(
-        "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = SUBSTRING_INDEX(USER(), "
-        "'@', 1) AND DB = DATABASE()",
-        1);
+    if (!cfg_.node_urls.empty()) {
+      for_each_node([this](details::Connection& c) { kill_client_connections_on(c); });
+      return;
+    }
+    kill_client_connections_on(admin_.db());
+  }
+
+  static void kill_client_connections_on(details::Connection& c) {
+    std::vector<std::string> ids;
+    {
+      auto& ps = c.prepared(
+          "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = SUBSTRING_INDEX(USER(), "
+          "'@', 1) AND DB = DATABASE()");
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) ids.push_back(rs->getString(1));
+    }
     for (const auto& id : ids) {
       try {
-        admin_.db().execute_plain("KILL " + id[0]);
+        c.execute_plain("KILL " + id);
       } catch (const std::exception&) {  // already gone
       }
     }
+  }
+
+  // Runs `fn` on a fresh connection to each cluster node (a node that is
+  // down is skipped: server-wide settings and sessions die with it).
+  template <typename Fn>
+  void for_each_node(Fn&& fn) {
+    for (const auto& url : cfg_.node_urls) {
+      try {
+        auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
+        fn(*c);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  // Every node up and Synced in a three-node cluster (a node fault starts
+  // from a whole cluster); restarts a node that is not, if need be.
+  void wait_cluster_whole() {
+    const std::string script = "'" + cfg_.cluster_script + "'";
+    for (int i = 0; i < 120; ++i) {
+      if (std::system((script + " status >/dev/null 2>&1").c_str()) == 0) return;
+      std::this_thread::sleep_for(500ms);
+    }
+    for (int n = 1; n <= kClusterNodes; ++n) shell(script + " restart " + std::to_string(n) + " >/dev/null 2>&1");
+  }
+
+  void node_fault(FaultEvent& e) {
+    const std::string script = "'" + cfg_.cluster_script + "'";
+    wait_cluster_whole();
+    const int node = next_node_[e.kind]++ % kClusterNodes + 1;
+    const std::string n = std::to_string(node);
+    e.start_us = now_us();
+    const auto since = [&](std::int64_t t) { return std::to_string((now_us() - t) / 100'000 / 10.0).substr(0, 4) + " s"; };
+    if (e.kind == "pause-node") {
+      shell(script + " pause " + n);
+      std::this_thread::sleep_for(std::chrono::milliseconds(kNodeDownMs));
+      shell(script + " resume " + n);
+      const auto resumed = now_us();
+      for (int i = 0; i < 120; ++i) {
+        if (std::system((script + " status >/dev/null 2>&1").c_str()) == 0) break;
+        std::this_thread::sleep_for(500ms);
+      }
+      e.detail = "node " + n + " stopped " + std::to_string(kNodeDownMs / 1000) + " s, whole again " + since(resumed) +
+                 " after SIGCONT";
+    } else {
+      shell(script + " kill " + n);
+      std::this_thread::sleep_for(std::chrono::milliseconds(kNodeDownMs));
+      const auto restarted = now_us();
+      shell(script + " restart " + n + (e.kind == "sst-node" ? " --sst" : "") + " >/dev/null 2>&1");
+      e.detail = "node " + n + " dead " + std::to_string(kNodeDownMs / 1000) + " s, rejoined by " +
+                 (e.kind == "sst-node" ? "SST" : "IST") + " in " + since(restarted);
+    }
+    wait_cluster_whole();
   }
 
   FaultEvent inject(const std::string& kind) {
@@ -417,6 +542,8 @@ class Run {
         std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
         ::kill(pid, SIGCONT);
       }
+    } else if (is_node_fault(kind)) {
+      node_fault(e);
     } else if (kind == "pause-db") {
       const std::string pid = shell("'" + cfg_.db_script + "' pid");
       ::kill(static_cast<pid_t>(std::stol(pid)), SIGSTOP);
@@ -439,10 +566,16 @@ class Run {
     } else if (kind == "kill-conns") {
       kill_client_connections();  // the watchdogs' connections among them
     } else if (kind == "idle-timeout") {
-      admin_.exec("SET GLOBAL wait_timeout = 2");
+      // A server-wide setting: on a cluster, each node's own.
+      const auto set_wait_timeout = [this](const std::string& seconds) {
+        const std::string sql = "SET GLOBAL wait_timeout = " + seconds;
+        if (cfg_.node_urls.empty()) admin_.exec(sql);
+        else for_each_node([&](details::Connection& c) { c.execute_plain(sql); });
+      };
+      set_wait_timeout("2");
       kill_client_connections();  // reconnects get the 2 s timeout
       std::this_thread::sleep_for(6s);
-      admin_.exec("SET GLOBAL wait_timeout = 28800");
+      set_wait_timeout("28800");
     }
     e.end_us = now_us();
     return e;
@@ -456,9 +589,12 @@ class Run {
     std::int64_t at = now_us() + 4'000'000;
     while (!kinds.empty()) {
       while (now_us() < at) std::this_thread::sleep_for(50ms);
-      // Leave room for the fault and its recovery before the run ends.
-      if (now_us() + 12'000'000 > until_us_) break;
-      FaultEvent e = inject(kinds[next % kinds.size()]);
+      // Leave room for the fault and its recovery before the run ends (a
+      // node fault keeps its node down 9 s, and the node needs up to 15 s to
+      // rejoin).
+      const std::string& kind = kinds[next % kinds.size()];
+      if (now_us() + (is_node_fault(kind) ? 40'000'000 : 12'000'000) > until_us_) break;
+      FaultEvent e = inject(kind);
       ++next;
       if (e.start_us != 0) {
         std::lock_guard<std::mutex> g(m_);
@@ -533,31 +669,38 @@ class Run {
     // applied writes; overlapping critical sections only when the later one
     // has the higher fence and the earlier one's write was refused.
     const auto audit = admin_.rows(
-        "SELECT name, fence, applied, UNIX_TIMESTAMP(entry_time) * 1000000, UNIX_TIMESTAMP(exit_time) * 1000000, op"
-        " FROM torture_audit ORDER BY id",
-        6);
+        "SELECT name, fence, applied, UNIX_TIMESTAMP(entry_time) * 1000000, UNIX_TIMESTAMP(exit_time) * 1000000, op,"
+        " seq FROM torture_audit ORDER BY id",
+        7);
     struct Row {
       std::uint64_t fence;
       bool applied;
       double entry, exit;
       std::string op;
+      std::int64_t seq;  // the counter the write left: commit order among applied writes of a name
     };
     std::map<std::string, std::vector<Row>> by_name;
     for (const auto& a : audit)
-      by_name[a[0]].push_back({std::stoull(a[1]), a[2] == "1", std::stod(a[3]), std::stod(a[4]), a[5]});
+      by_name[a[0]].push_back({std::stoull(a[1]), a[2] == "1", std::stod(a[3]), std::stod(a[4]), a[5], std::stoll(a[6])});
     for (auto& [name, rows] : by_name) {
       if (name == "v") continue;  // reads share tokens and overlap; checked below
       std::set<std::uint64_t> seen;
-      std::uint64_t last_applied = 0;
-      for (const auto& row : rows) {
+      for (const auto& row : rows)
         if (!seen.insert(row.fence).second)
           r.violations.push_back("fence " + std::to_string(row.fence) + " of " + name + " granted twice");
-        if (row.applied) {
-          if (row.fence <= last_applied)
-            r.violations.push_back("fence " + std::to_string(row.fence) + " of " + name + " committed after fence " +
-                                   std::to_string(last_applied));
-          last_applied = row.fence;
-        }
+      // Commit order among applied writes: the counter each one left (a
+      // stable sort: equal values, lost updates reported above, keep the
+      // audit order).
+      std::vector<const Row*> applied;
+      for (const auto& row : rows)
+        if (row.applied) applied.push_back(&row);
+      std::stable_sort(applied.begin(), applied.end(), [](const Row* x, const Row* y) { return x->seq < y->seq; });
+      std::uint64_t last_applied = 0;
+      for (const Row* row : applied) {
+        if (row->fence <= last_applied)
+          r.violations.push_back("fence " + std::to_string(row->fence) + " of " + name + " committed after fence " +
+                                 std::to_string(last_applied));
+        last_applied = row->fence;
       }
       // Of two overlapping sections, the one granted first (lower fence)
       // must have been refused: a stale holder may still be running, even
@@ -648,6 +791,26 @@ class Run {
         worst = std::max(worst, s);
       }
       r.worst_recovery_s[e.kind] = std::max(r.worst_recovery_s[e.kind], worst);
+      if (is_node_fault(e.kind)) {
+        // Availability while the node was gone: the longest any lock name
+        // went without an acquisition in the fault's window.
+        double gap = 0;
+        for (int n = 0; n < cfg_.names; ++n) {
+          const auto& times = acquired["r" + std::to_string(n)];
+          auto it = std::upper_bound(times.begin(), times.end(), e.start_us);
+          std::int64_t last = it == times.begin() ? e.start_us : *std::prev(it);
+          for (; it != times.end() && last <= e.end_us; ++it) {
+            gap = std::max(gap, (*it - last) / 1e6);
+            last = *it;
+          }
+        }
+        char line[64];
+        std::snprintf(line, sizeof line, "; longest a lock name went unacquired: %.2f s", gap);
+        r.node_faults.push_back(e.kind + ": " + e.detail + line);
+        if (gap > kNodeDownMs / 1000.0 + bound_s)
+          r.violations.push_back("during " + e.kind + " (" + e.detail + ") a lock name went unacquired for " +
+                                 std::to_string(gap) + " s");
+      }
       if (worst > bound_s)
         r.violations.push_back("after " + e.kind + " (" + e.detail + ") a lock name stayed unacquired for " +
                                (worst > 1e8 ? std::string("the rest of the run") : std::to_string(worst) + " s") +
@@ -666,6 +829,7 @@ class Run {
   std::mutex m_;
   std::vector<std::unique_ptr<WorkerSlot>> slots_;
   std::vector<FaultEvent> events_;
+  std::map<std::string, int> next_node_;  // per node fault kind: how many so far (nodes taken in turn)
   std::mutex violations_m_;
   std::vector<std::string> violations_;
 };
@@ -689,6 +853,7 @@ void print_summary(const RunResult& r, const std::string& title) {
     std::cout << " |\n";
   }
   std::cout << "| violations | " << r.violations.size() << " |\n";
+  for (const auto& f : r.node_faults) std::cout << "  - " << f << "\n";
   for (const auto& v : r.violations) std::cout << "  - " << v << "\n";
   std::cout << std::flush;
 }
@@ -699,7 +864,13 @@ int orchestrate(Config cfg) {
             << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads; " << cfg.semaphore_workers
             << " on semaphore \"sem\" of " << kSemaphorePermits << " permits; " << cfg.rw_workers
             << " on read-write lock \"rw\"), " << cfg.names << " lock names, "
-            << cfg.duration_s << " s, faults:";
+            << cfg.duration_s << " s, "
+            << (cfg.cluster_script.empty() ? std::string("one server")
+                                           : "a " + std::to_string(kClusterNodes) + "-node Galera cluster (workers on " +
+                                                 (cfg.placement == "one" ? std::string("one node")
+                                                                         : std::string("the proxy and every node")) +
+                                                 ")")
+            << ", faults:";
   for (const auto& f : cfg.faults) std::cout << " " << f;
   std::cout << std::endl;
   Run main_run(cfg, true, cfg.duration_s, cfg.faults, "main");
@@ -784,7 +955,7 @@ int main(int argc, char** argv) {
     Config cfg;
     cfg.self = argv[0];
     cfg.faults.insert(kAllFaults.begin(), kAllFaults.end());
-    bool duration_given = false;
+    bool duration_given = false, faults_given = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
       const auto value = [&]() -> std::string {
         if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + " needs a value");
@@ -793,6 +964,8 @@ int main(int argc, char** argv) {
       if (args[i] == "--url") cfg.url = value();
       else if (args[i] == "--dlock") cfg.dlock = value();
       else if (args[i] == "--db-script") cfg.db_script = value();
+      else if (args[i] == "--cluster") cfg.cluster_script = value();
+      else if (args[i] == "--placement") cfg.placement = value();
       else if (args[i] == "--out") cfg.out = value();
       else if (args[i] == "--quick") cfg.quick = true;
       else if (args[i] == "--duration") { cfg.duration_s = std::stoi(value()); duration_given = true; }
@@ -803,6 +976,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
+        faults_given = true;
         cfg.faults.clear();
         std::stringstream list(value());
         std::string f;
@@ -815,10 +989,30 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("unknown argument '" + args[i] + "'");
       }
     }
-    if (cfg.url.empty() || cfg.db_script.empty() || cfg.out.empty())
-      throw std::invalid_argument("--url, --db-script and --out are required");
-    if (cfg.quick && !duration_given) cfg.duration_s = 90;
-    // Quick mode injects every kind once: 8 kinds, one every 9 s, fit in 90 s.
+    const bool cluster = !cfg.cluster_script.empty();
+    if (cluster) {
+      if (!cfg.url.empty() || !cfg.db_script.empty())
+        throw std::invalid_argument("--cluster takes the place of --url and --db-script");
+      const std::string script = "'" + cfg.cluster_script + "'";
+      for (int n = 1; n <= kClusterNodes; ++n) cfg.node_urls.push_back(shell(script + " url " + std::to_string(n)));
+      cfg.proxy_url = shell(script + " url proxy");
+      cfg.url = multi_host_url(cfg.node_urls, 0);
+      if (cfg.placement != "one" && cfg.placement != "several")
+        throw std::invalid_argument("--placement must be one or several");
+    }
+    for (const auto& f : std::set<std::string>(cfg.faults)) {
+      // The default set: the kinds of the kind of database the run has.
+      if (cluster ? is_server_fault(f) : is_node_fault(f)) {
+        if (faults_given)
+          throw std::invalid_argument("fault kind '" + f + "' needs " + (cluster ? "one server (no --cluster)" : "--cluster"));
+        cfg.faults.erase(f);
+      }
+    }
+    if (cfg.url.empty() || (!cluster && cfg.db_script.empty()) || cfg.out.empty())
+      throw std::invalid_argument("--url, --db-script (or --cluster) and --out are required");
+    // Quick mode injects every kind once: 8 kinds, one every 9 s, fit in
+    // 90 s; on a cluster the node faults take 20-50 s each.
+    if (cfg.quick && !duration_given) cfg.duration_s = cluster ? 180 : 90;
     if (cfg.quick) cfg.fault_every_s = 9;
     if (cfg.workers < 1 || cfg.threads < 1 || cfg.names < 1 || cfg.duration_s < 15)
       throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");

@@ -121,15 +121,19 @@ void critical_section(History& history, bool fenced, const std::string& worker,
     write.setString(2, name);
     if (fenced) write.setUInt64(3, fence);
     const bool applied = write.executeUpdate() == 1;
+    // seq: the counter value this write left (its place in the name's
+    // commit order when applied; on a cluster the audit ids of two nodes
+    // interleave and do not give that order).
     auto& audit = db->prepared(
-        "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op)"
-        " VALUES (?, ?, ?, ?, SYSDATE(6), ?, ?)");
+        "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op, seq)"
+        " VALUES (?, ?, ?, ?, SYSDATE(6), ?, ?, ?)");
     audit.setString(1, name);
     audit.setUInt64(2, fence);
     audit.setString(3, worker);
     audit.setString(4, entry);
     audit.setInt(5, applied ? 1 : 0);
     audit.setString(6, op);
+    audit.setInt64(7, counter + 1);
     audit.executeUpdate();
     db->execute_plain("COMMIT");
     history.line((applied ? "ok " : "refused ") + op);
