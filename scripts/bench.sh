@@ -7,6 +7,14 @@
 # Writes bench/results/latest.md, latest.json, throughput.png and
 # handoff.png. The default mode takes under 10 minutes; --quick (under 2)
 # is CI's smoke check: it exits non-zero if a statement-count goal is missed.
+#
+#   scripts/bench.sh --cluster [--quick]
+#
+# Single-writer mode on the Galera test bed (scripts/cluster.sh; started if
+# it is not running, stopped afterwards if this script started it): the
+# uncontended cycle and cross-client handoffs with every client on node 1,
+# beside the private single server in the same run. Writes
+# bench/results/cluster/latest.md and latest.json.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Arguments go to dlock_bench as they are (--quick, --only, --out).
@@ -28,14 +36,29 @@ trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true' EX
 
 out="$root/bench/results"
 args=()
+cluster=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$(realpath -m "$2")"; shift 2 ;;
+    --cluster) cluster=1; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
+if [ "$cluster" = 1 ]; then
+  [ "$out" = "$root/bench/results" ] && out="$root/bench/results/cluster"
+  started_cluster=0
+  if ! "$root/scripts/cluster.sh" status >/dev/null 2>&1; then
+    "$root/scripts/cluster.sh" start
+    started_cluster=1
+  fi
+  trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true; [ "$started_cluster" = 1 ] && "$root/scripts/cluster.sh" stop >/dev/null || true' EXIT
+  mkdir -p "$out"
+  "$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" --only cluster \
+    --cluster-url "$("$root/scripts/cluster.sh" url 1)" ${args[@]+"${args[@]}"}
+  exit $?
+fi
 mkdir -p "$out"
-"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" "${args[@]}"
+"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" ${args[@]+"${args[@]}"}
 if command -v gnuplot >/dev/null 2>&1; then
   gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
 fi

@@ -449,7 +449,16 @@ class Run {
       for_each_node([this](details::Connection& c) { kill_client_connections_on(c); });
       return;
     }
-    kill_client_connections_on(admin_.db());
+    const auto ids = admin_.rows(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = SUBSTRING_INDEX(USER(), "
+        "'@', 1) AND DB = DATABASE()",
+        1);
+    for (const auto& id : ids) {
+      try {
+        admin_.db().execute_plain("KILL " + id[0]);
+      } catch (const std::exception&) {  // already gone
+      }
+    }
   }
 
   static void kill_client_connections_on(details::Connection& c) {
