@@ -31,6 +31,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -431,6 +433,164 @@ struct Bench {
     }
   }
 
+  // 4e. Handoffs measured from unlock() being called (the release's commit
+  // included), beside the physical floor measured the same way.
+  void handoff_from_call() {
+    const int n = quick ? 20 : 150;
+    report.section("4e. Handoff from unlock() being called, beside the floor",
+                   "ms from the holder calling unlock() to the waiter's lock() returning (release commit, wake, take "
+                   "commit). The floor: two raw conditional UPDATEs on two connections, the waiter told at once "
+                   "(in-process, or through a pipe to another process). \"first contention\": every handoff on a "
+                   "name no one used before.");
+    Summary floor_local = floor_handoff_in_process(n);
+    Summary floor_process;
+    handoff_cross_process("floor", n, false, "handoff-floor-op", 1s, "", &floor_process);
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    const auto add = [&](const std::string& who, const std::string& where, const Summary& sm, const Summary& floor) {
+      rows.push_back({who, where, std::to_string(sm.n), fmt(sm.median), fmt(sm.p99), fmt(sm.median / floor.median, 2)});
+      json += "\"" + who + " / " + where + "\": {\"median_ms\": " + fmt(sm.median) + ", \"p99_ms\": " + fmt(sm.p99) +
+              ", \"vs_floor\": " + fmt(sm.median / floor.median, 2) + "}, ";
+    };
+    add("floor", "other connection", floor_local, floor_local);
+    add("floor", "other process", floor_process, floor_process);
+    for (const char* contender : {"dlock-watchdog", "dlock-async"}) {
+      auto& c = *contenders[contender];
+      auto h = c.session();
+      auto w = c.session();
+      Summary same, other_client, process, first;
+      handoff_in_process(*h, *w, n, false, std::string("hc-same-") + contender, &same);
+      add(contender, "same client", same, floor_local);
+      if (std::string(contender) == "dlock-watchdog") {
+        auto other = make_contender(contender, url);
+        auto w2 = other->session();
+        handoff_in_process(*h, *w2, n, false, "hc-other-client", &other_client);
+        add(contender, "other client", other_client, floor_local);
+      }
+      handoff_cross_process(contender, n, false, std::string("hc-op-") + contender, 1s, "", &process);
+      add(contender, "other process", process, floor_process);
+      handoff_cross_process(contender, n, false, std::string("hc-first-") + contender, 1s, "", &first, true);
+      add(contender, "other process, first contention", first, floor_process);
+      if (std::string(contender) == "dlock-watchdog") {
+        report.goal({"handoff from unlock(), other process: median <= 1.5 x floor",
+                     fmt(process.median / floor_process.median, 2) + " x",
+                     process.median <= 1.5 * floor_process.median, false});
+        report.goal({"handoff from unlock(), other process, first contention: median <= 1.5 x floor",
+                     fmt(first.median / floor_process.median, 2) + " x", first.median <= 1.5 * floor_process.median,
+                     false});
+      }
+    }
+    report.table({"contender", "waiter", "n", "median ms", "p99 ms", "median vs floor"}, rows);
+    report.json("handoff_from_call", json.substr(0, json.size() - 2) + "}");
+  }
+
+  // 1b. Where the time of an uncontended cycle goes: wall time per cycle
+  // split into the client's CPU (every thread of this process, dlock's
+  // background threads included), the server's CPU (every thread of the
+  // mysqld process, from /proc), and the rest (waiting for the log's fsync,
+  // and for the scheduler on a machine both share), with the server's
+  // fsyncs per cycle. Contenders run in alternating blocks.
+  void breakdown() {
+    const long server_pid = server_process_id();
+    const int cycles = quick ? 200 : 1000;
+    const int blocks = quick ? 2 : 4;
+    const std::vector<std::string> order = {"floor", "dlock-no-wakeup", "dlock-watchdog", "dlock-async"};
+    struct Totals {
+      double wall_ns = 0, client_ns = 0, server_ns = 0, fsyncs = 0;
+      long cycles = 0;
+    };
+    std::map<std::string, Totals> totals;
+    std::map<std::string, std::unique_ptr<Session>> sessions;
+    for (const auto& name : order) {
+      contenders[name]->prepare({"breakdown"});
+      sessions[name] = contenders[name]->session();
+      for (int i = 0; i < 20; ++i) {
+        sessions[name]->lock("breakdown");
+        sessions[name]->unlock("breakdown");
+      }
+    }
+    const auto fsyncs = [&] { return std::stod(stats.scalar("SHOW GLOBAL STATUS LIKE 'Innodb_data_fsyncs'")); };
+    for (int b = 0; b < blocks; ++b) {
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const auto& name = order[(static_cast<std::size_t>(b) + k) % order.size()];
+        auto& s = *sessions[name];
+        const double f0 = fsyncs();
+        const auto server0 = process_cpu_ns(server_pid);
+        const auto client0 = self_cpu_ns();
+        const auto t0 = now_ns();
+        for (int i = 0; i < cycles; ++i) {
+          s.lock("breakdown");
+          s.unlock("breakdown");
+        }
+        const auto t1 = now_ns();
+        const auto client1 = self_cpu_ns();
+        const auto server1 = process_cpu_ns(server_pid);
+        auto& t = totals[name];
+        t.wall_ns += static_cast<double>(t1 - t0);
+        t.client_ns += static_cast<double>(client1 - client0);
+        t.server_ns += static_cast<double>(server1 - server0);
+        t.fsyncs += fsyncs() - f0;
+        t.cycles += cycles;
+      }
+    }
+    report.section("1b. Where the time of an uncontended cycle goes",
+                   "Per lock+unlock cycle, in blocks of " + std::to_string(cycles) +
+                       " cycles, contenders alternating: wall time, CPU of this process (client; dlock's background "
+                       "threads included), CPU of the server process (/proc/PID/task/*/schedstat), the rest (the log's "
+                       "fsync and waiting for a core), and the server's fsyncs." +
+                       (server_pid > 0 ? std::string() : std::string(" The server's process was not readable here.")));
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    const auto& floor = totals["floor"];
+    for (const auto& name : order) {
+      const auto& t = totals[name];
+      const double c = static_cast<double>(t.cycles);
+      const double wall = t.wall_ns / c / 1000, client = t.client_ns / c / 1000,
+                   server = server_pid > 0 ? t.server_ns / c / 1000 : 0;
+      rows.push_back({name, fmt(wall, 0), fmt(client, 0), server_pid > 0 ? fmt(server, 0) : "-",
+                      fmt(wall - client - server, 0), fmt(t.fsyncs / c, 2),
+                      fmt((t.wall_ns / c) / (floor.wall_ns / static_cast<double>(floor.cycles)), 2)});
+      json += "\"" + name + "\": {\"wall_us\": " + fmt(wall, 1) + ", \"client_cpu_us\": " + fmt(client, 1) +
+              ", \"server_cpu_us\": " + fmt(server, 1) + ", \"fsyncs\": " + fmt(t.fsyncs / c, 2) + "}, ";
+    }
+    report.table({"contender", "wall us / cycle", "client CPU us", "server CPU us", "rest us (fsync, waiting)",
+                  "server fsyncs / cycle", "wall vs floor"},
+                 rows);
+    report.json("breakdown", json.substr(0, json.size() - 2) + "}");
+  }
+
+  // The server's process id, when it runs on this machine and its pid file
+  // is readable (the private test server); 0 otherwise.
+  long server_process_id() {
+    try {
+      std::ifstream in(stats.scalar("SELECT @@pid_file"));
+      long pid = 0;
+      if (in >> pid && pid > 0 && std::filesystem::exists("/proc/" + std::to_string(pid) + "/task")) return pid;
+    } catch (const std::exception&) {
+    }
+    return 0;
+  }
+
+  // CPU time of every thread of process `pid` (ns), from
+  // /proc/PID/task/*/schedstat (nanosecond precision); 0 if unreadable.
+  static std::int64_t process_cpu_ns(long pid) {
+    if (pid <= 0) return 0;
+    std::int64_t total = 0;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream in(task.path() / "schedstat");
+      std::int64_t on_cpu = 0;
+      if (in >> on_cpu) total += on_cpu;
+    }
+    return total;
+  }
+
+  static std::int64_t self_cpu_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+
   // 8. Single writer on a Galera cluster (every client on one node),
   // beside the run's single server: the uncontended cycle and the
   // cross-client handoffs, interleaved so both see the same machine load.
@@ -580,8 +740,11 @@ struct Bench {
     return summarize(out);
   }
 
+  // From unlock() returning; `from_call` (if given) gets the same handoffs
+  // measured from unlock() being called (the release's commit included).
   Summary handoff_in_process(Session& holder, Session& waiter, int samples, bool polled,
-                             const std::string& name = "handoff") {
+                             const std::string& name = "handoff", Summary* from_call = nullptr) {
+    std::vector<double> out_call;
     std::mutex m;
     std::condition_variable cv;
     int phase = 0;  // 1: waiter may start, 2: waiter done
@@ -610,21 +773,74 @@ struct Bench {
         cv.notify_all();
       }
       std::this_thread::sleep_for(park_time(polled));
+      const auto called = now_ns();
       holder.unlock(name);
       const auto t0 = now_ns();
       std::unique_lock<std::mutex> l(m);
       cv.wait(l, [&] { return phase == 2; });
       phase = 0;
       out.push_back(static_cast<double>(acquired_ns - t0) / 1e6);
+      out_call.push_back(static_cast<double>(acquired_ns - called) / 1e6);
+    }
+    w.join();
+    if (from_call) *from_call = summarize(out_call);
+    return summarize(out);
+  }
+
+  // The physical floor of a handoff: the holder's release commit, then the
+  // waiter (told at once, in-process or through a pipe) takes with one
+  // commit: two raw conditional UPDATEs on two connections, measured from
+  // the release being sent to the take returning.
+  Summary floor_handoff_in_process(int samples) {
+    auto& c = *contenders["floor"];
+    c.prepare({"handoff-floor"});
+    auto holder = c.session();
+    auto waiter = c.session();
+    std::mutex m;
+    std::condition_variable cv;
+    int phase = 0;  // 1: take now, 2: taken
+    std::int64_t taken_ns = 0;
+    std::thread w([&] {
+      for (int i = 0; i < samples; ++i) {
+        {
+          std::unique_lock<std::mutex> l(m);
+          cv.wait(l, [&] { return phase == 1; });
+        }
+        waiter->lock("handoff-floor");
+        const auto t1 = now_ns();
+        waiter->unlock("handoff-floor");
+        std::lock_guard<std::mutex> g(m);
+        taken_ns = t1;
+        phase = 2;
+        cv.notify_all();
+      }
+    });
+    std::vector<double> out;
+    for (int i = 0; i < samples; ++i) {
+      holder->lock("handoff-floor");
+      std::this_thread::sleep_for(20ms);
+      const auto called = now_ns();
+      holder->unlock("handoff-floor");
+      std::unique_lock<std::mutex> l(m);
+      phase = 1;
+      cv.notify_all();
+      cv.wait(l, [&] { return phase == 2; });
+      phase = 0;
+      out.push_back(static_cast<double>(taken_ns - called) / 1e6);
     }
     w.join();
     return summarize(out);
   }
 
   // `at`: the server (default: the run's).
+  // `from_call`: as in handoff_in_process. `fresh_names`: every handoff on
+  // a name never used before (the first time a name is contended). The
+  // floor's waiter is told after the release (it does not wait: it takes).
   Summary handoff_cross_process(const std::string& contender, int samples, bool polled,
                                 const std::string& name = "handoff-x", std::chrono::microseconds poll = 1s,
-                                const std::string& at = "") {
+                                const std::string& at = "", Summary* from_call = nullptr, bool fresh_names = false) {
+    std::vector<double> out_call;
+    const bool floor = contender == "floor";
     const std::string& where = at.empty() ? url : at;
     std::unique_ptr<Contender> own;
     if (contenders.count(contender) == 0 || where != url) own = make_contender(contender, where);
@@ -632,16 +848,23 @@ struct Bench {
     test::ChildProcess child(self_path, {"--child-waiter", where, contender, name}, false, true);
     if (!child.wait_for_line("ready", 60s)) throw std::runtime_error("child waiter did not start");
     std::vector<double> out;
+    const std::string run_tag = std::to_string(now_ns());
     for (int i = 0; i < samples; ++i) {
-      holder->lock(name);
-      child_write(child, "go\n");
+      const std::string n = fresh_names ? name + "-" + run_tag + "-" + std::to_string(i) : name;
+      if (floor) (own ? *own : *contenders[contender]).prepare({n});
+      holder->lock(n);
+      if (!floor) child_write(child, "go " + n + "\n");
       std::this_thread::sleep_for(park_time(polled, poll));
-      holder->unlock(name);
+      const auto called = now_ns();
+      holder->unlock(n);
       const auto t0 = now_ns();
+      if (floor) child_write(child, "go " + n + "\n");
       auto line = child.wait_for_line("t1 ", 60s);
       if (!line) throw std::runtime_error("child waiter stopped answering");
       out.push_back(static_cast<double>(std::stoll(line->substr(3)) - t0) / 1e6);
+      out_call.push_back(static_cast<double>(std::stoll(line->substr(3)) - called) / 1e6);
     }
+    if (from_call) *from_call = summarize(out_call);
     child_write(child, "quit\n");
     child.wait(10s);
     return summarize(out);
@@ -1068,9 +1291,11 @@ int child_waiter(const std::string& url, const std::string& contender, const std
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "quit") break;
-    s->lock(name);
+    // "go NAME": wait for NAME ("go" alone: the name given at start).
+    const std::string n = line.size() > 3 ? line.substr(3) : name;
+    s->lock(n);
     const auto t1 = now_ns();
-    s->unlock(name);
+    s->unlock(n);
     std::cout << "t1 " << t1 << std::endl;
   }
   return 0;
@@ -1131,7 +1356,7 @@ int main(int argc, char** argv) {
         cluster_url = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL]\n"
-                     "scenarios: uncontended, reentrant, throughput, handoff, fairness, starvation, wakeup, background, "
+                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, fairness, starvation, wakeup, background, "
                      "memory, async, cluster (needs --cluster-url: a node of a Galera cluster)\n";
         return 2;
       }
@@ -1154,9 +1379,11 @@ int main(int argc, char** argv) {
       return only.empty() || ("," + only + ",").find(std::string(",") + scenario + ",") != std::string::npos;
     };
     if (selected("uncontended")) bench.uncontended();
+    if (selected("breakdown")) bench.breakdown();
     if (selected("reentrant")) bench.reentrant();
     if (selected("throughput")) bench.throughput();
     if (selected("handoff")) bench.handoff();
+    if (selected("handoff")) bench.handoff_from_call();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();
     if (selected("wakeup")) bench.wake_designs();

@@ -59,6 +59,7 @@ if [ "$cluster" = 1 ]; then
 fi
 mkdir -p "$out"
 "$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" ${args[@]+"${args[@]}"}
-if command -v gnuplot >/dev/null 2>&1; then
+# The charts need both scenarios' data (a run with --only may have neither).
+if command -v gnuplot >/dev/null 2>&1 && [ -f "$out/throughput.dat" ] && [ -f "$out/handoff.dat" ]; then
   gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
 fi
