@@ -152,7 +152,18 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
   const auto killed = Clock::now();
   ASSERT_TRUE(cluster("kill 1"));
   const auto give_up = killed + 60s;
-  int probe = 0;
+  // The first moment `client` can take a lock (a new name per attempt).
+  const auto first_lock = [&](DatabaseDistributedLock& client, const std::string& prefix) {
+    int n = 0;
+    return first_success(
+        [&] {
+          auto lock = client.get_lock(prefix + std::to_string(++n));
+          const bool got = lock.try_lock();
+          if (got) lock.unlock();
+          return got;
+        },
+        give_up);
+  };
   auto floor_at = std::async(std::launch::async, [&] {
     return first_success(
         [&] {
@@ -163,25 +174,8 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
         },
         give_up);
   });
-  auto proxy_at = std::async(std::launch::async, [&] {
-    int n = 0;
-    return first_success(
-        [&] {
-          auto lock = proxy_probe.get_lock("proxy-" + std::to_string(++n));
-          const bool got = lock.try_lock();
-          if (got) lock.unlock();
-          return got;
-        },
-        give_up);
-  });
-  const auto multi_at = first_success(
-      [&] {
-        auto lock = multi_probe.get_lock("multi-" + std::to_string(++probe));
-        const bool got = lock.try_lock();
-        if (got) lock.unlock();
-        return got;
-      },
-      give_up);
+  auto proxy_at = std::async(std::launch::async, [&] { return first_lock(proxy_probe, "proxy-"); });
+  const auto multi_at = first_lock(multi_probe, "multi-");
   const auto floor_time = floor_at.get();
   const auto proxy_time = proxy_at.get();
   ASSERT_TRUE(floor_time.has_value()) << "node 2 took no write within 60 s of node 1's death";

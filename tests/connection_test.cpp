@@ -8,6 +8,11 @@
 #include <cppconn/connection.h>
 #include <cppconn/statement.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -202,6 +207,73 @@ TEST_F(KilledConnections, WatchdogReplacesItsKilledConnection) {
   EXPECT_FALSE(other.try_lock("wd"));
   EXPECT_TRUE(client.is_held_by_current_thread("wd"));
   client.unlock("wd");
+}
+
+// A loopback port nothing listens on (bound, then closed: connections to it
+// are refused at once).
+unsigned closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : 1;
+}
+
+// The database's options, with a dead server first and the database as the
+// failover server.
+Options dead_first(Options options) {
+  options.failover_servers = {{options.host, options.port}};
+  options.host = "127.0.0.1";
+  options.port = closed_port();
+  return options;
+}
+
+TEST(Failover, AServerThatCannotBeReachedIsSkippedAndNotReturnedTo) {
+  const auto settings = details::ConnectionSettings::from(dead_first(fresh_options()));
+  ASSERT_NE(settings.servers, nullptr);
+  int moves = 0;
+  settings.servers->on_move([&](const details::ServerChoice::Server&, const details::ServerChoice::Server&) { ++moves; });
+  auto c = details::Connection::open(settings);
+  EXPECT_EQ(c->server_index(), 1u);
+  EXPECT_EQ(settings.servers->current(), 1u);
+  auto again = details::Connection::open(settings);
+  EXPECT_EQ(again->server_index(), 1u) << "the next connection goes straight to the server that works";
+  EXPECT_EQ(moves, 1);
+  EXPECT_FALSE(c->profile().galera) << "the test server is a single MariaDB";
+}
+
+TEST(Failover, ARefusedAccountIsNoReasonToMove) {
+  Options options = fresh_options();
+  options.password += "-wrong";
+  options.failover_servers = {{options.host, options.port}};
+  const auto settings = details::ConnectionSettings::from(options);
+  int moves = 0;
+  settings.servers->on_move([&](const details::ServerChoice::Server&, const details::ServerChoice::Server&) { ++moves; });
+  try {
+    details::Connection::open(settings);
+    ADD_FAILURE() << "a wrong password connected";
+  } catch (const BackendError& e) {
+    EXPECT_FALSE(details::is_connection_error(e.code())) << e.what();
+  }
+  EXPECT_EQ(moves, 0) << "every node of a cluster would refuse the account alike";
+  EXPECT_EQ(settings.servers->current(), 0u);
+}
+
+TEST(Failover, AClientWhoseFirstServerIsDownLocksThroughTheNext) {
+  const Options options = fresh_options();
+  DatabaseDistributedLock client(dead_first(options));
+  DatabaseDistributedLock plain(same_table(options));
+  client.lock("failover");
+  EXPECT_FALSE(plain.try_lock("failover")) << "both clients see the same lock row";
+  EXPECT_GT(client.fencing_token("failover"), 0u);
+  client.unlock("failover");
+  EXPECT_TRUE(plain.try_lock("failover"));
+  plain.unlock("failover");
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ ConnectionSettings ConnectionSettings::from(const Options& options) {
   s.port = options.port;
   if (!options.failover_servers.empty()) {
     std::vector<ServerChoice::Server> servers{{options.host, options.port}};
-    for (const auto& server : options.failover_servers) servers.push_back({server.host, server.port});
+    servers.insert(servers.end(), options.failover_servers.begin(), options.failover_servers.end());
     s.servers = std::make_shared<ServerChoice>(std::move(servers));
   }
   s.user = options.user;

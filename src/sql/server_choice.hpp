@@ -19,14 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "dlock/options.hpp"
+
 namespace dlock::details {
 
 class ServerChoice {
  public:
-  struct Server {
-    std::string host;
-    unsigned port = 3306;
-  };
+  using Server = Options::Server;
   // Called after every move (without the choice's lock held).
   using MoveHook = std::function<void(const Server& from, const Server& to)>;
 

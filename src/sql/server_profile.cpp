@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "dlock/errors.hpp"
+#include "sql/connection.hpp"
 
 namespace dlock::details {
 
@@ -28,7 +29,7 @@ ServerProfile ServerProfile::detect(sql::Connection& connection) {
   if (profile.galera && show_value(*st, "SHOW STATUS LIKE 'wsrep\\_ready'") != "ON") {
     throw BackendError("the Galera node is not ready for clients (wsrep_ready is OFF: it is not synced "
                        "into the cluster's primary component)",
-                       1047, "08S01");
+                       mysql_error::kWsrepNotReady, "08S01");
   }
   return profile;
 }

@@ -45,11 +45,6 @@ struct ServerProfile {
   // writing: retried for as long as the caller's time budget allows, not a
   // fixed number of times.
   int deadlock_retry_limit() const { return galera ? 1'000'000 : 8; }
-
-  // Error numbers that mean "this server cannot serve now, try another":
-  // 1047 (WSREP not ready: the node left the primary component or is still
-  // joining).
-  static bool is_not_ready(int code) { return code == 1047; }
 };
 
 }  // namespace dlock::details
