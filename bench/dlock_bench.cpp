@@ -484,6 +484,160 @@ struct Bench {
     report.json("handoff_from_call", json.substr(0, json.size() - 2) + "}");
   }
 
+  // 4f. Hot lock: one name, `threads` threads of one client, each looping
+  // lock + unlock. dlock hands a release straight to a waiting thread (one
+  // commit) where the floor frees the row and a woken thread takes it (two
+  // commits): the floor's threads have a connection each, and a release
+  // wakes one of them at once through an in-process condition variable (the
+  // ideal local wake-up). A waiter in another process loops lock + unlock on
+  // the same name meanwhile: the longest it waited is the bound on what
+  // chains of local handoffs cost other clients.
+  double hot_floor_run(int threads, std::chrono::milliseconds duration) {
+    contenders["floor"]->prepare({"hot-floor"});
+    std::mutex m;
+    std::condition_variable cv;
+    std::uint64_t frees = 0;  // under m
+    std::atomic<bool> go{false}, stop{false};
+    std::atomic<long> ops{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
+        auto& take = c->prepared(
+            "UPDATE bench_floor SET is_locked = 1, machine_id = 'floor', thread_id = ?, state = 1,"
+            " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
+            " WHERE lock_name = 'hot-floor' AND (is_locked = 0 OR expire_time <= NOW(6))");
+        auto& free = c->prepared(
+            "UPDATE bench_floor SET is_locked = 0, machine_id = NULL, thread_id = NULL, state = 0, expire_time = NULL"
+            " WHERE lock_name = 'hot-floor' AND thread_id = ?");
+        const auto me = static_cast<std::uint64_t>(t + 1);
+        while (!go) std::this_thread::yield();
+        long mine = 0;
+        while (!stop) {
+          std::uint64_t seen = 0;
+          {
+            std::lock_guard<std::mutex> g(m);
+            seen = frees;
+          }
+          take.setUInt64(1, me);
+          if (take.executeUpdate() != 1) {
+            std::unique_lock<std::mutex> l(m);
+            cv.wait_for(l, 5ms, [&] { return frees != seen || stop; });
+            continue;
+          }
+          ++mine;
+          free.setUInt64(1, me);
+          free.executeUpdate();
+          {
+            std::lock_guard<std::mutex> g(m);
+            ++frees;
+          }
+          cv.notify_one();
+        }
+        ops += mine;
+      });
+    }
+    go = true;
+    std::this_thread::sleep_for(duration);
+    stop = true;
+    cv.notify_all();
+    for (auto& th : pool) th.join();
+    return static_cast<double>(ops.load()) / std::chrono::duration<double>(duration).count();
+  }
+
+  struct HotRun {
+    double cycles_per_s = 0;
+    double handoffs_per_s = 0;
+    std::vector<double> foreign_waits_ms;
+  };
+
+  HotRun hot_dlock_run(int threads, std::chrono::milliseconds duration, bool foreign) {
+    DatabaseDistributedLock client(Options::from_url(url));
+    std::unique_ptr<test::ChildProcess> child;
+    if (foreign) {
+      child = std::make_unique<test::ChildProcess>(
+          self_path, std::vector<std::string>{"--child-hot-waiter", url, "hot", std::to_string(duration.count())},
+          false, true);
+      if (!child->wait_for_line("ready", 60s)) throw std::runtime_error("hot-lock waiter did not start");
+    }
+    std::atomic<bool> go{false}, stop{false};
+    std::atomic<long> ops{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        while (!go) std::this_thread::yield();
+        long mine = 0;
+        while (!stop) {
+          client.lock("hot");
+          client.unlock("hot");
+          ++mine;
+        }
+        ops += mine;
+      });
+    }
+    const auto handed0 = details::ClientAccess::of(client).handoffs();
+    go = true;
+    if (child) child->write("go\n");
+    std::this_thread::sleep_for(duration);
+    stop = true;
+    for (auto& th : pool) th.join();
+    HotRun run;
+    const double seconds = std::chrono::duration<double>(duration).count();
+    run.cycles_per_s = static_cast<double>(ops.load()) / seconds;
+    run.handoffs_per_s = static_cast<double>(details::ClientAccess::of(client).handoffs() - handed0) / seconds;
+    if (child) {
+      auto line = child->wait_for_line("waits", 60s);
+      if (!line) throw std::runtime_error("hot-lock waiter did not report");
+      std::istringstream in(line->substr(5));
+      double w = 0;
+      while (in >> w) run.foreign_waits_ms.push_back(w);
+      child->wait(30s);
+    }
+    return run;
+  }
+
+  void hot_lock() {
+    const int threads = 8;
+    const auto duration = quick ? 500ms : 2000ms;
+    const int rounds = quick ? 1 : 5;
+    report.section("4f. Hot lock: one name, 8 threads of one client",
+                   "lock+unlock cycles per second on one name, rounds alternating, median shown. floor: release "
+                   "then take (two raw conditional UPDATEs on a connection per thread, a release waking one "
+                   "thread at once in-process). dlock: a release hands the hold to a waiting thread in one "
+                   "statement, for at most " + std::to_string(details::Client::kHandoffChain.count()) +
+                       " ms at a stretch, then frees the row and holds back its own takes for " +
+                       std::to_string(details::Client::kYieldAfterChain.count()) +
+                       " ms. The waiter in another process (dlock-watchdog, with its doorbell) loops lock+unlock "
+                       "on the name during the dlock rounds marked so.");
+    std::vector<double> floor, alone, with_foreign, handoffs;
+    std::vector<double> waits;
+    for (int r = 0; r < rounds; ++r) {
+      floor.push_back(hot_floor_run(threads, duration));
+      const HotRun a = hot_dlock_run(threads, duration, false);
+      alone.push_back(a.cycles_per_s);
+      handoffs.push_back(a.handoffs_per_s / std::max(1.0, a.cycles_per_s));
+      const HotRun f = hot_dlock_run(threads, duration, true);
+      with_foreign.push_back(f.cycles_per_s);
+      waits.insert(waits.end(), f.foreign_waits_ms.begin(), f.foreign_waits_ms.end());
+    }
+    const double fl = summarize(floor).median, al = summarize(alone).median, wf = summarize(with_foreign).median;
+    const Summary w = summarize(waits);
+    const double max_wait = waits.empty() ? 0 : *std::max_element(waits.begin(), waits.end());
+    report.table({"contender", "cycles/s", "vs floor", "handed over"},
+                 {{"floor (release, then take)", fmt(fl, 0), "1.00", "-"},
+                  {"dlock-watchdog", fmt(al, 0), fmt(al / fl, 2), fmt(100 * summarize(handoffs).median, 0) + " %"},
+                  {"dlock-watchdog + a waiter in another process", fmt(wf, 0), fmt(wf / fl, 2), "-"}});
+    report.table({"waiter in another process", "acquisitions", "median wait ms", "p99 ms", "max ms"},
+                 {{"dlock-watchdog", std::to_string(w.n), fmt(w.median), fmt(w.p99), fmt(max_wait)}});
+    report.json("hot_lock", "{\"floor\": " + fmt(fl, 1) + ", \"dlock\": " + fmt(al, 1) + ", \"dlock_with_foreign\": " +
+                                fmt(wf, 1) + ", \"foreign_acquisitions\": " + std::to_string(w.n) +
+                                ", \"foreign_max_wait_ms\": " + fmt(max_wait) + "}");
+    report.goal({"hot lock (8 threads, one name): >= 1.6 x floor cycles/s", fmt(al / fl, 2) + " x", al >= 1.6 * fl,
+                 false});
+    report.goal({"hot lock: a waiter in another process waits <= 100 ms (max)", fmt(max_wait) + " ms",
+                 w.n > 0 && max_wait <= 100.0, false});
+  }
+
   // 1b. Where the time of an uncontended cycle goes: wall time per cycle
   // split into the client's CPU (every thread of this process, dlock's
   // background threads included), the server's CPU (every thread of the
@@ -1301,6 +1455,30 @@ int child_waiter(const std::string& url, const std::string& contender, const std
   return 0;
 }
 
+// Waits on `name` in a loop for `millis` after "go" (lock, then unlock at
+// once); prints the waits in ms on one line.
+int child_hot_waiter(const std::string& url, const std::string& name, int millis) {
+  DatabaseDistributedLock client(Options::from_url(url));
+  client.lock(name);  // warm: row, statements, doorbell connection
+  client.unlock(name);
+  std::cout << "ready" << std::endl;
+  std::string line;
+  if (!std::getline(std::cin, line)) return 1;
+  std::vector<double> waits;
+  const auto end = Clock::now() + std::chrono::milliseconds(millis);
+  while (Clock::now() < end) {
+    const auto t0 = Clock::now();
+    client.lock(name);
+    waits.push_back(ms(Clock::now() - t0));
+    client.unlock(name);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // as a service would, not hammering
+  }
+  std::cout << "waits";
+  for (double w : waits) std::cout << " " << fmt(w);
+  std::cout << std::endl;
+  return 0;
+}
+
 int child_throughput(const std::string& url, const std::string& contender, int threads, int millis,
                      const std::string& prefix) {
   auto c = make_contender(contender, url);
@@ -1339,6 +1517,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (!args.empty() && args[0] == "--child-waiter" && args.size() == 4) return child_waiter(args[1], args[2], args[3]);
+    if (!args.empty() && args[0] == "--child-hot-waiter" && args.size() == 4)
+      return child_hot_waiter(args[1], args[2], std::stoi(args[3]));
     if (!args.empty() && args[0] == "--child-throughput" && args.size() == 6)
       return child_throughput(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]), args[5]);
     std::string url, out_dir = "bench/results", only, cluster_url;
@@ -1356,7 +1536,7 @@ int main(int argc, char** argv) {
         cluster_url = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL]\n"
-                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, fairness, starvation, wakeup, background, "
+                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairness, starvation, wakeup, background, "
                      "memory, async, cluster (needs --cluster-url: a node of a Galera cluster)\n";
         return 2;
       }
@@ -1384,6 +1564,7 @@ int main(int argc, char** argv) {
     if (selected("throughput")) bench.throughput();
     if (selected("handoff")) bench.handoff();
     if (selected("handoff")) bench.handoff_from_call();
+    if (selected("hotlock")) bench.hot_lock();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();
     if (selected("wakeup")) bench.wake_designs();

@@ -1,13 +1,16 @@
 // WaiterRegistry, no database: wakes go to parked continuations first, then
 // to blocked threads, else are kept as permits (never more than there are
 // subscribers); a continuation is resumed exactly once per park, by a wake
-// or by unpark (its timeout), never both.
+// or by unpark (its timeout), never both. Handoff claims take the longest
+// parked waiter that accepts one, and the claimed waiter resumes only
+// through the claim's resolution.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <memory>
 #include <thread>
 
+#include "core/acquire_request.hpp"
 #include "wakeup/waiter_registry.hpp"
 
 namespace dlock::details {
@@ -83,6 +86,109 @@ TEST(WaiterRegistry, ABlockedThreadGetsAWakeWhenNothingIsParked) {
   t.join();
   EXPECT_TRUE(woke);
   EXPECT_FALSE(sub.wait_for(1ms)) << "one wake, one permit";
+}
+
+struct Claimable final : WaiterRegistry::Parked {
+  AcquireRequest request;
+  bool accepts = true;
+  std::atomic<int> wakes{0};
+  void wake() override { ++wakes; }
+  const AcquireRequest* handoff_request() const override { return accepts ? &request : nullptr; }
+};
+
+TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription a(registry, "n"), b(registry, "n"), c(registry, "n");
+  auto only_wakes = std::make_shared<Counter>();
+  auto first = std::make_shared<Claimable>();
+  auto second = std::make_shared<Claimable>();
+  ASSERT_TRUE(a.park(only_wakes));
+  ASSERT_TRUE(b.park(first));
+  ASSERT_TRUE(c.park(second));
+  auto claimed = registry.claim("n");
+  ASSERT_EQ(claimed.get(), first.get());
+  EXPECT_FALSE(b.unpark(*first)) << "a claimed waiter is no longer parked (its timeout must not resume it)";
+  EXPECT_EQ(first->wakes, 0) << "claiming is not waking";
+  WaiterRegistry::resolve(claimed, true);
+  EXPECT_EQ(first->wakes, 1);
+  EXPECT_TRUE(first->take_grant());
+  EXPECT_FALSE(first->take_grant()) << "a grant is consumed once";
+  registry.wake_one("n");
+  EXPECT_EQ(only_wakes->wakes, 1) << "plain wakes still go to the longest parked";
+  EXPECT_TRUE(c.unpark(*second));
+  EXPECT_EQ(registry.claim("n"), nullptr);
+  EXPECT_EQ(registry.claim("other"), nullptr);
+}
+
+TEST(WaiterRegistry, AWaiterThatDeclinesHandoffsIsNeverClaimed) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription sub(registry, "n");
+  auto declining = std::make_shared<Claimable>();
+  declining->accepts = false;
+  ASSERT_TRUE(sub.park(declining));
+  EXPECT_EQ(registry.claim("n"), nullptr);
+  EXPECT_TRUE(sub.unpark(*declining));
+}
+
+TEST(WaiterRegistry, AClaimableThreadIsGrantedOrWokenByTheResolution) {
+  for (bool granted : {true, false}) {
+    WaiterRegistry registry;
+    WaiterRegistry::Subscription sub(registry, "n");
+    AcquireRequest request;
+    std::atomic<int> result{-1};
+    std::thread t([&] { result = static_cast<int>(sub.wait_claimable(10s, &request, nullptr)); });
+    std::shared_ptr<WaiterRegistry::Parked> claimed;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!claimed && std::chrono::steady_clock::now() < give_up) {
+      claimed = registry.claim("n");
+      if (!claimed) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(claimed);
+    EXPECT_EQ(claimed->handoff_request(), &request);
+    WaiterRegistry::resolve(claimed, granted);
+    t.join();
+    using Woken = WaiterRegistry::Subscription::Woken;
+    EXPECT_EQ(result, static_cast<int>(granted ? Woken::kGranted : Woken::kWoken));
+  }
+}
+
+TEST(WaiterRegistry, AClaimedThreadWaitsPastItsTimeoutForTheResolution) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription sub(registry, "n");
+  AcquireRequest request;
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    EXPECT_EQ(sub.wait_claimable(200ms, &request, nullptr), WaiterRegistry::Subscription::Woken::kGranted);
+    returned = true;
+  });
+  std::shared_ptr<WaiterRegistry::Parked> claimed;
+  while (!claimed && !returned) claimed = registry.claim("n");
+  if (!claimed) {
+    t.join();
+    FAIL() << "the thread timed out before it was claimed";
+  }
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(returned) << "the claimed thread gave up while its handoff was under way";
+  WaiterRegistry::resolve(claimed, true);
+  t.join();
+  EXPECT_TRUE(returned);
+}
+
+TEST(WaiterRegistry, AnInterruptedThreadIsNotClaimedAndATimeoutEndsItsWait) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription sub(registry, "n");
+  AcquireRequest request;
+  std::atomic<bool> interrupted{true};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_EQ(sub.wait_claimable(300ms, &request, &interrupted), WaiterRegistry::Subscription::Woken::kTimedOut);
+    done = true;
+  });
+  while (!done) {
+    EXPECT_EQ(registry.claim("n"), nullptr);
+    std::this_thread::sleep_for(5ms);
+  }
+  t.join();
 }
 
 TEST(WaiterRegistry, NamesListSubscribedNamesOnly) {

@@ -42,6 +42,9 @@ void AsyncAcquire::post_step() {
 }
 
 void AsyncAcquire::step() {
+  // Handed the hold by a local release while parked (even if a cancel came
+  // meanwhile: the wait ended with the lock, as if acquired just before).
+  if (take_grant()) return finish(nullptr, 1);
   if (cancelled_) return finish(cancelled_error(), 0);
   AcquireStep next;
   std::exception_ptr error;
@@ -89,6 +92,11 @@ void AsyncAcquire::wake() {
   // number no longer parked); the next park replaces it and finish() drops
   // it.
   post_step();
+}
+
+const AcquireRequest* AsyncAcquire::handoff_request() const {
+  if (request_.permits != 0 || request_.side != LockSide::kMutex || cancelled_) return nullptr;
+  return &request_;
 }
 
 void AsyncAcquire::expired(std::uint64_t park) {

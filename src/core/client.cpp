@@ -306,11 +306,19 @@ AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
+  // A mutex waiter can be handed the hold by a local release (hand_over).
+  const bool claimable = request.permits == 0 && request.side == LockSide::kMutex;
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
-    const AcquireStep step = attempt_step(request);
+    AcquireStep step = attempt_step(request);
     if (step.next != AcquireStep::Next::kWait) return step;
-    subscription.wait_for(step.wait);
+    if (!claimable) {
+      subscription.wait_for(step.wait);
+    } else if (subscription.wait_claimable(step.wait, &request, interrupted) ==
+               WaiterRegistry::Subscription::Woken::kGranted) {
+      step.next = AcquireStep::Next::kAcquired;
+      return step;
+    }
   }
 }
 
@@ -344,6 +352,29 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} re-acquired by {}/{} (count {})", printable(name), machine_id_, owner, next);
     return {true, std::nullopt};
+  }
+  if (want_ttl) {
+    // A chain of handoffs to local waiters just ended: hold back, so a
+    // waiter in another client gets in (no SQL; the wait ends with it).
+    if (const std::int64_t left = yield_left_us(name); left > 0) {
+      Attempt yielding;
+      yielding.ttl_us = left;
+      return yielding;
+    }
+  }
+  // Held by another owner of this client (the usual case on a hot lock):
+  // refused without SQL, since its unlock wakes us or hands us the hold,
+  // and its local lease deadline is never later than the server's expiry.
+  // Unless something said the row is free meanwhile (the poller, a
+  // force-unlock here): then the database decides.
+  if (want_ttl && !take_free_hint(name)) {
+    if (const auto local = holds_.live_deadline(name)) {
+      Attempt refused;
+      refused.held = true;
+      refused.holder_is_local = true;
+      refused.ttl_us = std::max<std::int64_t>(0, std::chrono::duration_cast<Micros>(*local - Clock::now()).count());
+      return refused;
+    }
   }
   const Holder holder{machine_id_, owner, new_hold_id(), host_, pid_};
   const auto sent = Clock::now();
@@ -490,8 +521,35 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
   const std::uint64_t hold_id = before->hold_id;
+  // A local waiter claimed for a handoff that did not happen: woken (as
+  // the release's wake) once the release is done, whatever its outcome.
+  struct Claim {
+    std::shared_ptr<WaiterRegistry::Parked> waiter;
+    ~Claim() {
+      if (waiter) WaiterRegistry::resolve(waiter, false);
+    }
+  } claim;
+  bool chain_ended = false;
+  if (target == 0) {
+    if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
+      claim.waiter = waiters_.claim(name);
+    } else {
+      chain_ended = waiters_.has(std::string(name));
+    }
+  }
   bool released = false;
   try {
+    if (claim.waiter) {
+      switch (hand_over(name, owner, *before, claim.waiter)) {
+        case Handoff::kHanded:
+          claim.waiter.reset();  // resolved: it holds the lock
+          return;
+        case Handoff::kLost:
+          return;  // the claim's wake lets the waiter try the row
+        case Handoff::kDeclined:
+          break;
+      }
+    }
     try {
       if (target == 0 && before->doorbell_session != 0) {
         // The doorbell belongs to the session that took it: free the row
@@ -539,7 +597,86 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   }
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner, target);
-  if (target == 0) waiters_.wake_one(name);
+  if (target != 0) return;
+  if (chain_ended) start_yield(name);
+  if (!claim.waiter) waiters_.wake_one(name);  // else the claim's resolution is the wake
+}
+
+Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
+                                  const std::shared_ptr<WaiterRegistry::Parked>& claimed) {
+  // The request stays valid until the claim is resolved: its waiter waits.
+  const AcquireRequest* request = claimed->handoff_request();
+  if (request == nullptr) return Handoff::kDeclined;  // interrupted since
+  if (!request->forever && Clock::now() >= request->deadline) return Handoff::kDeclined;
+  // The new hold is the waiter's owner's: serialize with that owner's other
+  // operations on the name (the caller holds `owner`'s stripe, which may be
+  // the same one). Never wait for it: a busy owner just takes the row
+  // the usual way.
+  std::mutex& theirs = owner_mutex(name, request->owner);
+  std::unique_lock<std::mutex> serial(theirs, std::defer_lock);
+  if (&theirs != &owner_mutex(name, owner) && !serial.try_lock()) return Handoff::kDeclined;
+  if (holds_.find(name, request->owner)) return Handoff::kDeclined;  // e.g. a lost hold it still owes unlock() for
+
+  const std::uint64_t to = new_hold_id();
+  const std::int64_t lease_us = micros(request->lease);
+  const auto run = [&] {
+    return with_connection([&](Connection& c) {
+      return table_.hand_over(c, name, before.hold_id, to, request->owner, lease_us, request->watchdog);
+    });
+  };
+  auto sent = Clock::now();
+  std::uint64_t fence = before.fence != 0 ? before.fence + 1 : 0;
+  bool handed = false;
+  try {
+    try {
+      handed = run();
+    } catch (const OutcomeUnknown& e) {
+      const LockRow row = read_after_unknown(name, e);
+      if (row.held_by(to)) {
+        handed = true;
+        fence = row.fence;
+      } else if (row.held_by(before.hold_id)) {
+        sent = Clock::now();
+        handed = run();  // matches the old hold or its own late first run, bumping the fence once
+        fence = 0;       // read when asked for
+      }
+    }
+  } catch (const BackendError&) {
+    // The old hold stays in the row until its lease ends (as after a failed
+    // release); its doorbell must not stay with it.
+    if (before.doorbell_session != 0) drop_doorbell(name, before.doorbell_session);
+    throw;
+  }
+  if (!handed) {
+    if (before.doorbell_session != 0) drop_doorbell(name, before.doorbell_session);
+    report_lost(name, before.fence, "found already lost at unlock (handing it over)");
+    return Handoff::kLost;
+  }
+  holds_.record_handed(name, request->owner, to, request->watchdog, sent + request->lease, fence,
+                       before.doorbell_session, before.chain_started == SteadyTime{} ? sent : before.chain_started);
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: {} handed over by {}/{} to {}", printable(name), machine_id_, owner, request->owner);
+  WaiterRegistry::resolve(claimed, true);
+  return Handoff::kHanded;
+}
+
+std::int64_t Client::yield_left_us(std::string_view name) {
+  if (yields_count_.load(std::memory_order_relaxed) == 0) return 0;
+  std::lock_guard<std::mutex> guard(yields_mutex_);
+  const auto it = yields_.find(std::string(name));
+  if (it == yields_.end()) return 0;
+  const auto left = std::chrono::duration_cast<Micros>(it->second - Clock::now()).count();
+  if (left > 0) return left;
+  yields_.erase(it);
+  yields_count_.store(yields_.size(), std::memory_order_relaxed);
+  return 0;
+}
+
+void Client::start_yield(std::string_view name) {
+  std::lock_guard<std::mutex> guard(yields_mutex_);
+  yields_[std::string(name)] = Clock::now() + kYieldAfterChain;
+  yields_count_.store(yields_.size(), std::memory_order_relaxed);
 }
 
 bool Client::force_release(std::string_view name, LockSide side) {
@@ -556,6 +693,7 @@ bool Client::force_release(std::string_view name, LockSide side) {
   }
   logger_->info("dlock: force-unlock of {} by {}: {}", printable(name), machine_id_,
                 cleared ? "cleared a hold" : "was not held");
+  if (holds_.live_deadline(name)) give_free_hint(name);  // a local holder's hold is gone
   waiters_.wake_one(name);
   return cleared;
 }
@@ -588,6 +726,8 @@ void Client::note_lost(std::string_view name, std::uint64_t owner, std::uint64_t
   // place a hold becomes lost, so no lost hold ever keeps a doorbell.
   if (hold->doorbell_session != 0) drop_doorbell(name, hold->doorbell_session);
   report_lost(name, hold->fence, why);
+  // A local waiter refused because this hold looked live asks again.
+  waiters_.wake_one(name);
 }
 
 void Client::report_lost(std::string_view name, std::uint64_t fence, const char* why) {
@@ -756,7 +896,26 @@ void Client::poll_tick(const IoThread::ConnectionSource& connection) {
   } catch (const OutcomeUnknown&) {
     free = table_.free_among(connection(), names);  // a read: safe to repeat
   }
-  for (const auto& name : free) waiters_.wake_one(name);
+  for (const auto& name : free) {
+    // Free while a local hold looks live: that hold is lost; let the woken
+    // waiter ask the database rather than wait for it.
+    if (holds_.live_deadline(name)) give_free_hint(name);
+    waiters_.wake_one(name);
+  }
+}
+
+bool Client::take_free_hint(std::string_view name) {
+  if (free_hints_count_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> guard(free_hints_mutex_);
+  const bool had = free_hints_.erase(std::string(name)) != 0;
+  free_hints_count_.store(free_hints_.size(), std::memory_order_relaxed);
+  return had;
+}
+
+void Client::give_free_hint(std::string_view name) {
+  std::lock_guard<std::mutex> guard(free_hints_mutex_);
+  free_hints_.insert(std::string(name));
+  free_hints_count_.store(free_hints_.size(), std::memory_order_relaxed);
 }
 
 }  // namespace dlock::details

@@ -29,6 +29,18 @@
 // every waited-for name in one statement per tick and wakes one waiter per
 // free name.
 //
+// Direct handoff: a full release whose name has a local lock waiter hands
+// the hold straight to it in one statement (LockTable::hand_over: new hold
+// id and owner, fence + 1, the row never free), instead of freeing the row
+// for the waiter to take: one commit instead of two. The waiter resumes
+// holding the lock. Handoffs chain for at most kHandoffChain from the first
+// one (at least one handoff is always allowed); the release that ends a chain frees the
+// row, and this client's fresh takes of the name then hold back for
+// kYieldAfterChain, so a waiter in another client, rung by the doorbell,
+// gets in. An unknown outcome is reconciled by reading the row's hold id
+// (the new one: handed; the old one: run again; neither: the old hold was
+// lost).
+//
 // Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
 // the same statement and remember which pooled session did; the full release
 // runs on that session and gives it back in the same statement. Waiters arm
@@ -217,6 +229,14 @@ class Client {
   // mutex's name, or a write side's key, which also rings its readers).
   static std::string waiter_key_of_bell(const std::string& key);
 
+  // How long a chain of local handoffs may keep a name from other clients,
+  // and how long this client then holds back its own fresh takes.
+  static constexpr Millis kHandoffChain{50};
+  static constexpr Millis kYieldAfterChain{5};
+  // Holds handed straight to a local waiter so far (tests, benchmarks,
+  // the torture report).
+  std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
+
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
   ConnectionPool& pool() { return pool_; }
@@ -243,6 +263,23 @@ class Client {
   AcquireResult acquire_fresh(std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
                               bool watchdog, LockRow& row, std::uint64_t& fence, std::uint64_t& doorbell_session);
   [[noreturn]] void throw_lost(std::string_view name, std::uint64_t fence) const;
+  // The direct handoff at a full release of `before` (owner `owner`, whose
+  // owner mutex the caller holds). `claimed` is the waiter claimed for it.
+  // kDeclined: nothing was written; the caller releases as usual and then
+  // resolves the claim as the release's wake. Throws BackendError (the
+  // claim still the caller's to resolve).
+  enum class Handoff { kHanded, kLost, kDeclined };
+  Handoff hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
+                    const std::shared_ptr<WaiterRegistry::Parked>& claimed);
+  // Microseconds this client's fresh takes of `name` still hold back after
+  // a chain of handoffs ended (0: none).
+  std::int64_t yield_left_us(std::string_view name);
+  void start_yield(std::string_view name);
+  // A hint that the row of `name` was seen free while a local hold on it
+  // looked live (the poller, a force-unlock here): the next attempt asks
+  // the database instead of refusing locally. take_ consumes it.
+  bool take_free_hint(std::string_view name);
+  void give_free_hint(std::string_view name);
   // Gives back the doorbell `session` may hold for `name` as soon as that
   // session is idle: now, or when the thread using it returns it. Never
   // waits; best effort.
@@ -406,6 +443,15 @@ class Client {
   std::unordered_set<std::string> intents_;  // names this client has marked a waiting writer on
   WaiterRegistry waiters_;
   KnownRows known_rows_;
+  std::atomic<std::uint64_t> handoffs_{0};
+  // Names whose handoff chain ended lately, and until when fresh takes hold
+  // back (yields_count_: its size, read without the mutex on every attempt).
+  std::mutex yields_mutex_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> yields_;
+  std::atomic<std::size_t> yields_count_{0};
+  std::mutex free_hints_mutex_;
+  std::unordered_set<std::string> free_hints_;
+  std::atomic<std::size_t> free_hints_count_{0};
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest
   // Null when fast_wakeup is off. Reset first in the destructor: it sends
   // its KILL QUERYs through io_.

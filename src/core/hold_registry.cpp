@@ -19,6 +19,21 @@ std::optional<Hold> HoldRegistry::find(std::string_view name, std::uint64_t owne
   return it->second.hold;
 }
 
+std::optional<SteadyTime> HoldRegistry::live_deadline(std::string_view name) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto by_name = live_by_name_.find(std::string(name));
+  if (by_name == live_by_name_.end()) return std::nullopt;
+  const auto it = holds_.find(by_name->second);
+  if (it == holds_.end() || it->second.hold.lost) return std::nullopt;
+  if (it->second.hold.deadline <= std::chrono::steady_clock::now()) return std::nullopt;
+  return it->second.hold.deadline;
+}
+
+void HoldRegistry::forget_live(const std::string& name, const std::string& k) {
+  const auto it = live_by_name_.find(name);
+  if (it != live_by_name_.end() && it->second == k) live_by_name_.erase(it);
+}
+
 bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
   std::lock_guard<std::mutex> guard(mutex_);
   return hold_id != 0 && live_ids_.count(hold_id) != 0;
@@ -27,22 +42,42 @@ bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
 void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count,
                                 bool watchdog, SteadyTime deadline, std::uint64_t fence,
                                 std::uint64_t doorbell_session, std::uint32_t slot) {
-  std::lock_guard<std::mutex> guard(mutex_);
   Hold h;
   h.hold_id = hold_id;
   h.count = count;
   h.fence = fence;
   h.watchdog = watchdog;
-  h.generation = next_generation_++;
   h.doorbell_session = doorbell_session;
   h.deadline = deadline;
   h.slot = slot;
-  auto [it, inserted] = holds_.try_emplace(key(name, owner), Entry{std::string(name), owner, h});
+  record(name, owner, h);
+}
+
+void HoldRegistry::record_handed(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, bool watchdog,
+                                 SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
+                                 SteadyTime chain_started) {
+  Hold h;
+  h.hold_id = hold_id;
+  h.count = 1;
+  h.fence = fence;
+  h.watchdog = watchdog;
+  h.doorbell_session = doorbell_session;
+  h.deadline = deadline;
+  h.chain_started = chain_started;
+  record(name, owner, h);
+}
+
+void HoldRegistry::record(std::string_view name, std::uint64_t owner, Hold h) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  h.generation = next_generation_++;
+  const std::string k = key(name, owner);
+  live_by_name_[std::string(name)] = k;
+  auto [it, inserted] = holds_.try_emplace(k, Entry{std::string(name), owner, h});
   if (!inserted) {
     live_ids_.erase(it->second.hold.hold_id);
     it->second.hold = h;
   }
-  live_ids_.insert(hold_id);
+  live_ids_.insert(h.hold_id);
 }
 
 bool HoldRegistry::record_reentrant(std::string_view name, std::uint64_t owner, std::uint64_t generation,
@@ -64,6 +99,7 @@ std::optional<Hold> HoldRegistry::take_one(std::string_view name, std::uint64_t 
   Hold before = it->second.hold;
   if (--it->second.hold.count == 0) {
     live_ids_.erase(before.hold_id);
+    forget_live(it->second.name, it->first);
     holds_.erase(it);
   }
   return before;
@@ -75,6 +111,7 @@ std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t
   if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return std::nullopt;
   it->second.hold.lost = true;
   live_ids_.erase(it->second.hold.hold_id);
+  forget_live(it->second.name, it->first);
   Hold before = it->second.hold;
   it->second.hold.doorbell_session = 0;
   return before;

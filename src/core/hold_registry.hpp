@@ -47,6 +47,11 @@ struct Hold {
   SteadyTime deadline{};
   // A read hold of a read-write lock: the client's reader slot it is in.
   std::uint32_t slot = 0;
+  // For a hold handed over from a local hold (Client::release): when the
+  // chain of handoffs it continues began (the first handoff since the row
+  // was taken from free), so that chains, which keep other clients out, can
+  // be bounded. Unset ({}) for a hold taken from free.
+  SteadyTime chain_started{};
 };
 
 // A hold as the watchdog sees it.
@@ -62,6 +67,11 @@ struct HoldRef {
 class HoldRegistry {
  public:
   std::optional<Hold> find(std::string_view name, std::uint64_t owner) const;
+  // The local lease deadline of a live hold on `name` by any owner of this
+  // client, if there is one and that deadline has not passed: the row is
+  // then held, by this client, at least until then (its unlock or handoff
+  // wakes local waiters). For lock names (at most one live hold each).
+  std::optional<SteadyTime> live_deadline(std::string_view name) const;
   // True if some owner of this client has a live hold with this id (hold ids
   // are random 64-bit values, so the id alone names the hold).
   bool is_ours(std::uint64_t hold_id) const;
@@ -71,6 +81,11 @@ class HoldRegistry {
   void record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count, bool watchdog,
                     SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
                     std::uint32_t slot = 0);
+  // Records a hold handed over to `owner` by a local release (count 1, a
+  // new generation), in the chain of handoffs begun at `chain_started`.
+  void record_handed(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, bool watchdog,
+                     SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
+                     SteadyTime chain_started);
   // Records a reentrant acquire of the hold of `generation`: count, mode and
   // deadline. False, changing nothing, if that hold is gone or was marked
   // lost meanwhile (a lost hold is never revived).
@@ -96,6 +111,7 @@ class HoldRegistry {
 
  private:
   static std::string key(std::string_view name, std::uint64_t owner);
+  void record(std::string_view name, std::uint64_t owner, Hold hold);
   struct Entry {
     std::string name;
     std::uint64_t owner;
@@ -104,6 +120,9 @@ class HoldRegistry {
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> holds_;
+  // The key of the live hold recorded last for each name (live_deadline).
+  std::unordered_map<std::string, std::string> live_by_name_;
+  void forget_live(const std::string& name, const std::string& key);
   // Hold ids of the live (not lost) holds, for is_ours() without a scan.
   std::unordered_set<std::uint64_t> live_ids_;
   std::uint64_t next_generation_ = 1;

@@ -117,6 +117,12 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
                    live_hold;
   release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
+  // The fence is assigned before hold_id, so its IF still sees the hold the
+  // row had: a re-run that finds its own earlier run applied adds nothing.
+  hand_over_sql_ = "UPDATE " + quoted_ +
+                   " SET fence = IF(hold_id = ?, fence, fence + 1), state = 1, watchdog = ?, thread_id = ?,"
+                   " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+                   " WHERE lock_name = ? AND hold_id IN (?, ?) AND is_locked = 1 AND expire_time > NOW(6)";
   const std::string cleared = "state = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, hold_id = NULL, "
                               "holder_host = NULL, holder_pid = NULL, acquired_at = NULL, expire_time = NULL";
   const auto free_row_sql = [&](const std::string& is_locked) {
@@ -314,6 +320,15 @@ bool LockTable::release(Connection& c, std::string_view name, std::uint64_t hold
                // doorbell must not outlive this attempt on a pooled session.
                if (doorbell != nullptr) give_back_quietly(c, *doorbell);
              }) > 0;
+}
+
+bool LockTable::hand_over(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to,
+                          std::uint64_t owner, std::int64_t lease_us, bool watchdog) const {
+  return run(c, "handing a lock over", [&] {
+           auto& ps = c.prepared(hand_over_sql_);
+           Binder(ps).u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us).text(name).u64(from).u64(to);
+           return execute_update(ps);
+         }) > 0;
 }
 
 bool LockTable::take_doorbell(Connection& c, const std::string& doorbell) const {

@@ -143,6 +143,16 @@ class LockTable {
   // takes its user locks with it), the doorbell is given back on its own.
   bool release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                const std::string* doorbell = nullptr) const;
+  // Direct handoff: the live hold `from` (this client's, releasing its last
+  // count) becomes hold `to` of `owner` (same client) with count 1, the
+  // given lease and mode, and the fence one greater, in one statement: the
+  // row is never free in between. The doorbell is a user-level lock of the
+  // session that took it, so it stays where it is, now the new hold's.
+  // A row already carrying `to` is matched too, without a second fence
+  // increment: that is this very statement's earlier run, re-run after its
+  // outcome was unknown. False: neither hold is live (`from` was lost).
+  bool hand_over(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to, std::uint64_t owner,
+                 std::int64_t lease_us, bool watchdog) const;
   // Takes the doorbell on its own (after the first insert of a name, whose
   // statement cannot take it), never waiting. True if this session has it.
   bool take_doorbell(Connection& c, const std::string& doorbell) const;
@@ -206,6 +216,7 @@ class LockTable {
   std::string take_sql_;
   std::string take_doorbell_sql_;
   std::string release_sql_;
+  std::string hand_over_sql_;
   std::string free_row_sql_;
   std::string free_row_doorbell_sql_;
   std::string free_sql_;

@@ -35,6 +35,56 @@ bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
   return true;
 }
 
+namespace {
+
+// A thread in wait_claimable, parked like a continuation.
+class BlockedThread final : public WaiterRegistry::Parked {
+ public:
+  BlockedThread(const AcquireRequest* request, const std::atomic<bool>* interrupted)
+      : request_(request), interrupted_(interrupted) {}
+  void wake() override {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      woken_ = true;
+    }
+    cv_.notify_one();
+  }
+  const AcquireRequest* handoff_request() const override {
+    return interrupted_ != nullptr && interrupted_->load() ? nullptr : request_;
+  }
+  bool wait_for(std::chrono::microseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return woken_; });
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return woken_; });
+  }
+
+ private:
+  const AcquireRequest* const request_;
+  const std::atomic<bool>* const interrupted_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+};
+
+}  // namespace
+
+WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable(std::chrono::microseconds timeout,
+                                                                                const AcquireRequest* request,
+                                                                                const std::atomic<bool>* interrupted) {
+  auto self = std::make_shared<BlockedThread>(request, interrupted);
+  if (!park(self)) return Woken::kWoken;  // a wake was waiting as a permit
+  if (!self->wait_for(timeout)) {
+    if (unpark(*self)) return Woken::kTimedOut;
+    // A wake or a claim took it out just now: its wake() is coming (for a
+    // claim, once the releaser's statement is done).
+    self->wait();
+  }
+  return self->take_grant() ? Woken::kGranted : Woken::kWoken;
+}
+
 bool WaiterRegistry::Subscription::park(std::shared_ptr<Parked> waiter) {
   std::lock_guard<std::mutex> guard(entry_->mutex);
   if (entry_->permits > 0) {
@@ -84,6 +134,25 @@ void WaiterRegistry::wake_one(std::string_view name) {
   } else {
     entry->cv.notify_one();
   }
+}
+
+std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(std::string_view name) {
+  const auto entry = entry_of(name);
+  if (!entry) return nullptr;
+  std::lock_guard<std::mutex> guard(entry->mutex);
+  for (auto it = entry->parked.begin(); it != entry->parked.end(); ++it) {
+    if ((*it)->handoff_request() == nullptr) continue;
+    std::shared_ptr<Parked> claimed = std::move(*it);
+    entry->parked.erase(it);
+    claimed->parked_ = false;
+    return claimed;
+  }
+  return nullptr;
+}
+
+void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, bool granted) {
+  claimed->granted_ = granted;
+  claimed->wake();
 }
 
 void WaiterRegistry::wake_all(std::string_view name) {

@@ -8,6 +8,15 @@
 // removed from the entry and its Parked::wake() is called), else to a
 // blocked thread, else it is kept as a permit for the next waiter to look.
 //
+// Handoff: a lock waiter may wait as a claimable waiter (a parked
+// continuation whose handoff_request() names its request, or a thread in
+// Subscription::wait_claimable). A release that has such a waiter can
+// claim() it, take it out of the entry as a wake would, hand the hold to it
+// in the database, and resolve() the claim: the waiter then resumes already
+// holding the lock (Parked::take_grant()), or, when the handoff did not
+// happen, simply tries again. A claimed waiter does not give up on its own
+// (a timeout or a cancellation finds it no longer parked) until resolved.
+//
 // A waiter subscribes *before* its attempt in the database and stays
 // subscribed until it gives up or succeeds, so a wake that arrives between a
 // failed attempt and the wait is kept as a permit instead of being lost.
@@ -19,6 +28,7 @@
 // is called with no registry lock held.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <list>
@@ -31,6 +41,8 @@
 
 namespace dlock::details {
 
+struct AcquireRequest;  // core/acquire_request.hpp: only pointed to here
+
 class WaiterRegistry {
   struct Entry;
 
@@ -40,11 +52,20 @@ class WaiterRegistry {
    public:
     virtual ~Parked() = default;
     // The waiter was woken: it is no longer parked and should try again.
-    // Called once per successful park, from the waking thread.
+    // Called once per successful park, from the waking thread (or once per
+    // claim, from the resolving one).
     virtual void wake() = 0;
+    // Non-null while the waiter accepts a hold handed straight to it: the
+    // request the hold is handed over for. Called under the entry's mutex
+    // by claim(); must not block. Default: only wakes.
+    virtual const AcquireRequest* handoff_request() const { return nullptr; }
+    // True once after a wake that came with the hold handed over (see
+    // resolve()); consumes it.
+    bool take_grant() { return granted_.exchange(false); }
 
    private:
     friend class WaiterRegistry;
+    std::atomic<bool> granted_{false};
     bool parked_ = false;  // guarded by the entry's mutex
     std::list<std::shared_ptr<Parked>>::iterator where_;
   };
@@ -58,6 +79,14 @@ class WaiterRegistry {
     Subscription& operator=(const Subscription&) = delete;
     // Blocks the calling thread until woken or `timeout` passes. True if woken.
     bool wait_for(std::chrono::microseconds timeout);
+    enum class Woken { kTimedOut, kWoken, kGranted };
+    // The same for a lock waiter that accepts a handoff: the thread waits as
+    // a parked waiter whose handoff_request() is `request` (while
+    // `interrupted`, which may be null, is false). kGranted: a release
+    // handed it the hold. Once claimed it waits for the claim's resolution
+    // even past `timeout` (the releaser's statement, within its budget).
+    Woken wait_claimable(std::chrono::microseconds timeout, const AcquireRequest* request,
+                         const std::atomic<bool>* interrupted);
     // Parks `waiter` until a wake: false (not parked) if a wake is already
     // waiting as a permit; the caller then consumes it and tries again now.
     // A waiter is parked at most once at a time.
@@ -80,6 +109,13 @@ class WaiterRegistry {
 
   // Wakes one waiter of `name`, if any.
   void wake_one(std::string_view name);
+  // Takes the longest-parked waiter of `name` with a handoff_request() out
+  // of the entry, as a wake would. Null if there is none. The caller must
+  // resolve() it exactly once, promptly: the waiter waits for that.
+  [[nodiscard]] std::shared_ptr<Parked> claim(std::string_view name);
+  // Ends a claim: `granted` = the hold was handed over (the waiter's
+  // take_grant() is true when it resumes); else it just tries again.
+  static void resolve(const std::shared_ptr<Parked>& claimed, bool granted);
   // Wakes every waiter of `name`.
   void wake_all(std::string_view name);
   // Names with at least one subscriber (for the poller).

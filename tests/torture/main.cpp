@@ -193,6 +193,7 @@ struct RunResult {
   std::vector<std::string> node_faults;  // what each node fault did (cluster runs)
   std::vector<std::string> violations;
   long lost_updates = 0;
+  long handoffs = 0;  // holds handed straight to a local waiter (workers alive at the end)
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
@@ -338,6 +339,9 @@ class Run {
     for (auto& s : slots_) {
       if (!s->process) continue;
       ::kill(s->process->pid(), SIGCONT);  // never leave one stopped
+      if (!s->cli) {
+        if (const auto handed = s->process->wait_for_line("handoffs ", 30s)) handoffs_ += std::stol(handed->substr(9));
+      }
       const auto line = s->cli ? std::optional<std::string>() : s->process->wait_for_line("threads ", 30s);
       const auto status = s->process->wait(10s);
       if (!status) {
@@ -648,6 +652,7 @@ class Run {
       else if (word == "failed") ++r.failed;
       else ++r.unknown;  // "unknown", or begun and never finished (killed)
     }
+    r.handoffs = handoffs_;
     for (const auto& e : events_) ++r.faults[e.kind];
     for (const auto& k : faults_)
       if (is_configuration(k)) r.faults[k] = 1;
@@ -841,11 +846,13 @@ class Run {
   std::map<std::string, int> next_node_;  // per node fault kind: how many so far (nodes taken in turn)
   std::mutex violations_m_;
   std::vector<std::string> violations_;
+  long handoffs_ = 0;  // direct local handoffs reported by the workers that ended the run
 };
 
 void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "\n## " << title << "\n\n| measure | value |\n|---|---|\n";
   std::cout << "| lock and permit acquisitions | " << r.acquisitions << " |\n";
+  std::cout << "| of them handed straight to a local waiter (workers alive at the end) | " << r.handoffs << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
   std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "

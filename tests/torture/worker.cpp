@@ -1,5 +1,6 @@
 // The torture worker: T threads of one process taking locks and doing a
 // fenced read-modify-write on a resource row inside each critical section.
+#include "core/client_access.hpp"
 #include "torture.hpp"
 
 #include <dlock/asio.hpp>
@@ -443,6 +444,11 @@ int run_worker(const WorkerArgs& args) {
       }
       for (auto& t : threads) t.join();
     }
+    // Holds handed straight from one local owner to another (the direct
+    // handoff path), for the report: the run must exercise it.
+    std::uint64_t handoffs = 0;
+    for (auto& c : clients) handoffs += details::ClientAccess::of(*c).handoffs();
+    std::cout << "handoffs " << handoffs << std::endl;
   }
   // The client is gone: every thread it started must be gone too.
   std::cout << "threads left " << settled_thread_count(baseline) - baseline << std::endl;

@@ -1,0 +1,230 @@
+// Direct handoff: a release with a local waiter hands the hold to it in one
+// statement (new owner and hold id, fence + 1, the row never free), for
+// synchronous and asynchronous waiters, in the waiter's lease mode; a hold
+// found lost at the handoff is reported and the waiter still gets the lock
+// the usual way; a chain of handoffs does not keep another client out for
+// long.
+#include <dlock/asio.hpp>
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <boost/asio/use_future.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/client_access.hpp"
+#include "test_env.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::fresh_options;
+using test::query_scalar;
+using test::same_table;
+using test::wait_until;
+
+std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::ClientAccess::of(client).handoffs(); }
+
+// The row's fence, read straight from the table.
+std::uint64_t row_fence(const Options& o, const std::string& name) {
+  return std::stoull(query_scalar("SELECT fence FROM " + o.table + " WHERE lock_name = '" + name + "'"));
+}
+
+// Waits until `client` has a waiter parked or blocked on `name`: the
+// handoff needs one that is waiting, not one between attempts.
+void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().has(name); }, 10s));
+  // Subscribed before its first attempt: give the refused attempt time to
+  // end and the waiter to park (the handoff falls back to a wake if not).
+  std::this_thread::sleep_for(100ms);
+}
+
+TEST(Handoff, ALocalWaiterIsHandedTheHoldInOneStatement) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;  // only a local release can end the wait
+  DatabaseDistributedLock client(options);
+  auto lock = client.get_lock("h");
+  lock.lock();
+  const std::uint64_t first = lock.fencing_token();
+  std::promise<std::uint64_t> waiter_token;
+  std::thread waiter([&] {
+    auto mine = client.get_lock("h");
+    mine.lock();
+    waiter_token.set_value(mine.fencing_token());
+    mine.unlock();
+  });
+  wait_for_waiter(client, "h");
+  const auto before = handoffs(client);
+  lock.unlock();
+  auto token = waiter_token.get_future();
+  ASSERT_EQ(token.wait_for(10s), std::future_status::ready);
+  waiter.join();
+  EXPECT_EQ(handoffs(client), before + 1) << "the release freed the row instead of handing it over";
+  EXPECT_EQ(token.get(), first + 1) << "a handoff is a new hold with the next fencing token";
+  EXPECT_EQ(row_fence(options, "h"), first + 1);
+  EXPECT_FALSE(client.is_locked("h"));
+}
+
+TEST(Handoff, TheHandedHoldIsTheWaitersOwnAndInItsLeaseMode) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock client(options);
+  client.lock("m");
+  const Owner other = Owner::create();
+  std::promise<bool> got;
+  std::thread waiter([&] { got.set_value(client.get_lock("m", other).try_lock(20s, 4s)); });
+  wait_for_waiter(client, "m");
+  client.unlock("m");
+  auto acquired = got.get_future();
+  ASSERT_EQ(acquired.wait_for(10s), std::future_status::ready);
+  waiter.join();
+  ASSERT_TRUE(acquired.get());
+  EXPECT_EQ(handoffs(client), 1u);
+  auto theirs = client.get_lock("m", other);
+  EXPECT_TRUE(theirs.is_held_by_current_thread());
+  EXPECT_EQ(theirs.hold_count(), 1);
+  EXPECT_FALSE(client.get_lock("m").is_held_by_current_thread()) << "the releasing thread still holds it";
+  const auto ttl = theirs.remaining_ttl();
+  ASSERT_TRUE(ttl.has_value());
+  EXPECT_LE(*ttl, 4s) << "the waiter asked for a 4 s lease; the handed hold kept the watchdog's 30 s";
+  EXPECT_EQ(query_scalar("SELECT watchdog FROM " + options.table + " WHERE lock_name = 'm'"), "0");
+  // Reentrant on the handed hold, and released by its owner.
+  theirs.lock(4s);
+  EXPECT_EQ(theirs.hold_count(), 2);
+  theirs.unlock();
+  theirs.unlock();
+  EXPECT_FALSE(client.is_locked("m"));
+}
+
+TEST(Handoff, AnAsynchronousWaiterIsHandedTheHold) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  DatabaseDistributedLock client(options);
+  client.lock("a");
+  const std::uint64_t first = client.get_lock("a").fencing_token();
+  const Owner owner = Owner::create();
+  auto pending = async_lock(client.get_lock("a", owner), boost::asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  client.unlock("a");
+  ASSERT_EQ(pending.wait_for(10s), std::future_status::ready);
+  pending.get();
+  EXPECT_EQ(handoffs(client), 1u);
+  auto theirs = client.get_lock("a", owner);
+  EXPECT_TRUE(theirs.is_held_by_current_thread());
+  EXPECT_EQ(theirs.fencing_token(), first + 1);
+  async_unlock(theirs, boost::asio::use_future).get();
+  EXPECT_FALSE(client.is_locked("a"));
+}
+
+// The releasing hold was force-unlocked (and so lost) while a local waiter
+// waited: the handoff statement matches nothing; the loss is reported once
+// and the waiter, woken by the failed handoff, takes the free row itself.
+TEST(Handoff, AHoldLostBeforeItsReleaseIsNotHandedOverAndTheWaiterIsWoken) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;  // nothing else wakes the waiter in time
+  options.watchdog_timeout = 30s;
+  std::atomic<int> lost{0};
+  options.on_lock_lost = [&](std::string_view, std::uint64_t) { ++lost; };
+  DatabaseDistributedLock client(options);
+  DatabaseDistributedLock operator_client(same_table(options));
+  client.lock("e");
+  const std::uint64_t first = client.get_lock("e").fencing_token();
+  std::promise<bool> got;
+  std::thread waiter([&] {
+    auto mine = client.get_lock("e");
+    const bool ok = mine.try_lock_for(60s);
+    got.set_value(ok);
+    if (ok) mine.unlock();
+  });
+  wait_for_waiter(client, "e");
+  ASSERT_TRUE(operator_client.force_unlock("e"));
+  const auto t0 = Clock::now();
+  client.unlock("e");  // the handoff statement finds the hold gone
+  auto acquired = got.get_future();
+  ASSERT_EQ(acquired.wait_for(10s), std::future_status::ready) << "the waiter was not woken by the failed handoff";
+  EXPECT_LT(Clock::now() - t0, 10s);
+  waiter.join();
+  EXPECT_TRUE(acquired.get());
+  EXPECT_TRUE(wait_until([&] { return lost.load() == 1; }, 10s)) << "the lost hold was not reported";
+  EXPECT_EQ(handoffs(client), 0u);
+  EXPECT_GT(row_fence(options, "e"), first);
+}
+
+// A waiter refused because another owner of its client holds the name
+// asks no SQL until that hold ends. When an operator in another client
+// clears the hold behind the holder's back, the poller sees the row free
+// and the waiter asks the database at once, rather than waiting for the
+// watchdog (a third of the lease) to find the hold lost.
+TEST(Handoff, ALocalWaiterGetsARowClearedBehindTheLocalHoldersBack) {
+  Options options = fresh_options();
+  options.watchdog_timeout = 30s;  // the watchdog would find the loss after 10 s
+  options.poll_interval = 200ms;
+  DatabaseDistributedLock client(options);
+  DatabaseDistributedLock operator_client(same_table(options));
+  client.lock("f");
+  std::promise<bool> got;
+  std::thread waiter([&] {
+    auto mine = client.get_lock("f");
+    const bool ok = mine.try_lock_for(60s);
+    got.set_value(ok);
+    if (ok) mine.unlock();
+  });
+  wait_for_waiter(client, "f");
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(operator_client.force_unlock("f"));
+  auto acquired = got.get_future();
+  ASSERT_EQ(acquired.wait_for(30s), std::future_status::ready);
+  waiter.join();
+  EXPECT_TRUE(acquired.get());
+  EXPECT_LT(Clock::now() - t0, 5s) << "the waiter trusted the lost local hold until the watchdog found it lost";
+  client.unlock("f");  // finds its hold lost
+}
+
+// Local threads hammer one name (each release has a waiting thread to hand
+// to); a client of its own waits for the name over and over meanwhile. A
+// chain of handoffs with no end would keep it out for good; bounded chains
+// let it in within a fraction of a second each time.
+TEST(Handoff, AChainOfHandoffsDoesNotKeepAnotherClientOut) {
+  Options options = fresh_options();
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock hot(options);
+  DatabaseDistributedLock other(same_table(options));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!stop) {
+        hot.lock("busy");
+        hot.unlock("busy");
+      }
+    });
+  }
+  ASSERT_TRUE(wait_until([&] { return handoffs(hot) > 20; }, 20s)) << "no handoffs between the local threads";
+  std::vector<double> waits_ms;
+  for (int i = 0; i < 10; ++i) {
+    const auto t0 = Clock::now();
+    const bool got = other.try_lock("busy", 20s);
+    waits_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ASSERT_TRUE(got) << "another client waited 20 s for a lock that local handoffs kept busy";
+    other.unlock("busy");
+    std::this_thread::sleep_for(10ms);
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  const double longest = *std::max_element(waits_ms.begin(), waits_ms.end());
+  // With the doorbell the bound is about a chain (50 ms) and a take; by the
+  // poll alone (fast_wakeup off) a release must fall in a yield window.
+  EXPECT_LT(longest, test::fast_wakeup_enabled() ? 2000.0 : 15000.0);
+  EXPECT_GT(handoffs(hot), 20u);
+}
+
+}  // namespace
+}  // namespace dlock
