@@ -529,12 +529,14 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
       if (waiter) WaiterRegistry::resolve(waiter, false);
     }
   } claim;
-  bool chain_ended = false;
   if (target == 0) {
     if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
       claim.waiter = waiters_.claim(name);
-    } else {
-      chain_ended = waiters_.has(std::string(name));
+    } else if (waiters_.has(std::string(name))) {
+      // Held back from now: the release rings the doorbell inside its
+      // statement, before it returns, and a local waiter woken by that ring
+      // must not beat the other client it rang for.
+      start_yield(name);
     }
   }
   bool released = false;
@@ -598,7 +600,6 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner, target);
   if (target != 0) return;
-  if (chain_ended) start_yield(name);
   if (!claim.waiter) waiters_.wake_one(name);  // else the claim's resolution is the wake
 }
 
