@@ -529,7 +529,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
       if (waiter) WaiterRegistry::resolve(waiter, false);
     }
   } claim;
-  if (target == 0) {
+  if (target == 0 && handoffs_enabled_.load(std::memory_order_relaxed)) {
     if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
       claim.waiter = waiters_.claim(name);
     } else if (waiters_.has(std::string(name))) {

@@ -236,6 +236,10 @@ class Client {
   // Holds handed straight to a local waiter so far (tests, benchmarks,
   // the torture report).
   std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
+  // Off: every release frees the row and wakes a waiter, which takes it
+  // (release-then-take), for benchmarks to measure what handoffs buy. On by
+  // default; not part of the public API.
+  void enable_handoffs(bool on) noexcept { handoffs_enabled_.store(on, std::memory_order_relaxed); }
 
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
@@ -444,6 +448,7 @@ class Client {
   WaiterRegistry waiters_;
   KnownRows known_rows_;
   std::atomic<std::uint64_t> handoffs_{0};
+  std::atomic<bool> handoffs_enabled_{true};
   // Names whose handoff chain ended lately, and until when fresh takes hold
   // back (yields_count_: its size, read without the mutex on every attempt).
   std::mutex yields_mutex_;
