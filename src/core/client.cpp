@@ -592,6 +592,9 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   if (!released) {
     if (target == 0) {
       report_lost(name, before->fence, "found already lost at unlock");
+      // A waiter refused here because this hold looked live asks again
+      // (a claimed one is woken by the claim's resolution).
+      if (!claim.waiter) waiters_.wake_one(name);
     } else {
       note_lost(name, owner, before->generation, "found already lost at unlock");
     }
