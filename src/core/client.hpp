@@ -34,12 +34,15 @@
 // id and owner, fence + 1, the row never free), instead of freeing the row
 // for the waiter to take: one commit instead of two. The waiter resumes
 // holding the lock. Handoffs chain for at most kHandoffChain from the first
-// one (at least one handoff is always allowed); the release that ends a chain frees the
-// row, and this client's fresh takes of the name then hold back for
-// kYieldAfterChain, so a waiter in another client, rung by the doorbell,
-// gets in. An unknown outcome is reconciled by reading the row's hold id
-// (the new one: handed; the old one: run again; neither: the old hold was
-// lost).
+// one (one is always allowed); the release that ends a chain frees the row,
+// and this client's fresh takes of the name hold back for kYieldAfterChain
+// from just before that release, so a waiter in another client, rung by the
+// doorbell, gets in. An unknown outcome is reconciled by reading the row's
+// hold id (the new one: handed; the old one: run again; neither: the old
+// hold was lost). A waiter refused because another owner of this client
+// holds the name asks no SQL until that hold ends (HoldRegistry::
+// live_deadline), unless the poller or a force-unlock here saw the row free
+// meanwhile (a free hint).
 //
 // Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
 // the same statement and remember which pooled session did; the full release
