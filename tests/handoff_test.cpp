@@ -14,6 +14,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,41 @@ void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
   // end and the waiter to park (the handoff falls back to a wake if not).
   std::this_thread::sleep_for(100ms);
 }
+
+// A thread that waits up to `wait` for `name` as `owner` of `client`. It
+// unlocks at once if it gets the lock, unless `keep` (then the test
+// releases the hold through `owner`). Joined on destruction.
+class Waiter {
+ public:
+  Waiter(DatabaseDistributedLock& client, std::string name, Owner owner, Clock::duration wait, bool keep = false)
+      : thread_([&client, name = std::move(name), owner, wait, keep, this] {
+          auto lock = client.get_lock(name, owner);
+          const bool ok = lock.try_lock_for(wait);
+          acquired_at_ = Clock::now();
+          got_.set_value(ok);
+          if (ok && !keep) lock.unlock();
+        }) {}
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  ~Waiter() { thread_.join(); }
+
+  // Whether the wait got the lock, once it has ended; nullopt if it has
+  // not ended within `timeout`.
+  std::optional<bool> outcome(Clock::duration timeout) {
+    if (result_.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+    if (!outcome_) outcome_ = result_.get();
+    return outcome_;
+  }
+  // When the wait ended (valid once outcome() has a value).
+  Clock::time_point acquired_at() const { return acquired_at_; }
+
+ private:
+  std::promise<bool> got_;
+  std::future<bool> result_ = got_.get_future();
+  std::optional<bool> outcome_;
+  Clock::time_point acquired_at_{};
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 TEST(Handoff, ALocalWaiterIsHandedTheHoldInOneStatement) {
   Options options = fresh_options();
@@ -137,22 +173,13 @@ TEST(Handoff, AHoldLostBeforeItsReleaseIsNotHandedOverAndTheWaiterIsWoken) {
   DatabaseDistributedLock operator_client(same_table(options));
   client.lock("e");
   const std::uint64_t first = client.get_lock("e").fencing_token();
-  std::promise<bool> got;
-  std::thread waiter([&] {
-    auto mine = client.get_lock("e");
-    const bool ok = mine.try_lock_for(60s);
-    got.set_value(ok);
-    if (ok) mine.unlock();
-  });
+  Waiter waiter(client, "e", Owner::create(), 60s);
   wait_for_waiter(client, "e");
   ASSERT_TRUE(operator_client.force_unlock("e"));
-  const auto t0 = Clock::now();
   client.unlock("e");  // the handoff statement finds the hold gone
-  auto acquired = got.get_future();
-  ASSERT_EQ(acquired.wait_for(10s), std::future_status::ready) << "the waiter was not woken by the failed handoff";
-  EXPECT_LT(Clock::now() - t0, 10s);
-  waiter.join();
-  EXPECT_TRUE(acquired.get());
+  const auto acquired = waiter.outcome(10s);
+  ASSERT_TRUE(acquired.has_value()) << "the waiter was not woken by the failed handoff";
+  EXPECT_TRUE(*acquired);
   EXPECT_TRUE(wait_until([&] { return lost.load() == 1; }, 10s)) << "the lost hold was not reported";
   EXPECT_EQ(handoffs(client), 0u);
   EXPECT_GT(row_fence(options, "e"), first);
@@ -170,22 +197,50 @@ TEST(Handoff, ALocalWaiterGetsARowClearedBehindTheLocalHoldersBack) {
   DatabaseDistributedLock client(options);
   DatabaseDistributedLock operator_client(same_table(options));
   client.lock("f");
-  std::promise<bool> got;
-  std::thread waiter([&] {
-    auto mine = client.get_lock("f");
-    const bool ok = mine.try_lock_for(60s);
-    got.set_value(ok);
-    if (ok) mine.unlock();
-  });
+  Waiter waiter(client, "f", Owner::create(), 60s);
   wait_for_waiter(client, "f");
   const auto t0 = Clock::now();
   ASSERT_TRUE(operator_client.force_unlock("f"));
-  auto acquired = got.get_future();
-  ASSERT_EQ(acquired.wait_for(30s), std::future_status::ready);
-  waiter.join();
-  EXPECT_TRUE(acquired.get());
-  EXPECT_LT(Clock::now() - t0, 5s) << "the waiter trusted the lost local hold until the watchdog found it lost";
+  const auto acquired = waiter.outcome(30s);
+  ASSERT_TRUE(acquired.has_value());
+  EXPECT_TRUE(*acquired);
+  EXPECT_LT(waiter.acquired_at() - t0, 5s) << "the waiter trusted the lost local hold until the watchdog found it lost";
   client.unlock("f");  // finds its hold lost
+}
+
+// A chain of handoffs ends 50 ms after its first handoff (kHandoffChain):
+// the release that ends it frees the row even with a local waiter, and
+// this client's own takes of the name hold back 5 ms (kYieldAfterChain) so
+// that a waiter in another client, rung by that release, gets in first.
+TEST(Handoff, AChainEndsAfterItsBoundAndTheClientHoldsBackItsOwnTakes) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;  // only the release ends the waits
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock client(options);
+  const Owner a = Owner::create();
+  const Owner b = Owner::create();
+  auto a_lock = client.get_lock("c", a);
+  auto b_lock = client.get_lock("c", b);
+  a_lock.lock();
+  {
+    Waiter b_waits(client, "c", b, 20s, /*keep=*/true);
+    wait_for_waiter(client, "c");
+    a_lock.unlock();  // handed to b: the chain begins
+    const auto got = b_waits.outcome(10s);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_TRUE(*got);
+  }
+  ASSERT_EQ(handoffs(client), 1u);
+  ASSERT_TRUE(b_lock.is_held_by_current_thread());
+  Waiter a_waits(client, "c", a, 20s);
+  wait_for_waiter(client, "c");  // more than 50 ms after the chain began
+  const auto t0 = Clock::now();
+  b_lock.unlock();  // ends the chain: frees the row, a takes it itself
+  const auto got = a_waits.outcome(10s);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(*got);
+  EXPECT_EQ(handoffs(client), 1u) << "the chain went on past its bound (a handed hold forgot when its chain began)";
+  EXPECT_GE(a_waits.acquired_at() - t0, 5ms) << "the client took the name back at once after the chain ended";
 }
 
 // Local threads hammer one name (each release has a waiting thread to hand

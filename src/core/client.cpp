@@ -333,7 +333,8 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
   std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   CallBudget budget(options_.io_timeout);
   const std::int64_t lease_us = micros(lease);
-  if (const auto local = holds_.find(name, owner)) {
+  const HoldRegistry::NameView here = holds_.view(name, owner);
+  if (const auto& local = here.own) {
     // Reentrant: only the live hold itself, never a new one in its place.
     if (local->lost) throw_lost(name, local->fence);
     const unsigned next = local->count + 1;
@@ -356,23 +357,21 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
   if (want_ttl) {
     // A chain of handoffs to local waiters just ended: hold back, so a
     // waiter in another client gets in (no SQL; the wait ends with it).
-    if (const std::int64_t left = yield_left_us(name); left > 0) {
+    if (const Micros left = yields_.left(name); left > Micros::zero()) {
       Attempt yielding;
-      yielding.ttl_us = left;
+      yielding.ttl_us = left.count();
       return yielding;
     }
-  }
-  // Held by another owner of this client (the usual case on a hot lock):
-  // refused without SQL, since its unlock wakes us or hands us the hold,
-  // and its local lease deadline is never later than the server's expiry.
-  // Unless something said the row is free meanwhile (the poller, a
-  // force-unlock here): then the database decides.
-  if (want_ttl && !take_free_hint(name)) {
-    if (const auto local = holds_.live_deadline(name)) {
+    // Held by another owner of this client (the usual case on a hot lock):
+    // refused without SQL, since its unlock wakes us or hands us the hold,
+    // and its local lease deadline is never later than the server's
+    // expiry. Unless something saw the row free meanwhile (the poller, a
+    // force-unlock here): then the database decides.
+    if (here.live_until && !free_hints_.take(name)) {
       Attempt refused;
       refused.held = true;
       refused.holder_is_local = true;
-      refused.ttl_us = std::max<std::int64_t>(0, std::chrono::duration_cast<Micros>(*local - Clock::now()).count());
+      refused.ttl_us = std::max<std::int64_t>(0, std::chrono::duration_cast<Micros>(*here.live_until - Clock::now()).count());
       return refused;
     }
   }
@@ -536,7 +535,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
       // Held back from now: the release rings the doorbell inside its
       // statement, before it returns, and a local waiter woken by that ring
       // must not beat the other client it rang for.
-      start_yield(name);
+      yields_.mark(name, Clock::now() + kYieldAfterChain);
     }
   }
   bool released = false;
@@ -656,31 +655,13 @@ Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, co
     report_lost(name, before.fence, "found already lost at unlock (handing it over)");
     return Handoff::kLost;
   }
-  holds_.record_handed(name, request->owner, to, request->watchdog, sent + request->lease, fence,
-                       before.doorbell_session, before.chain_started == SteadyTime{} ? sent : before.chain_started);
+  holds_.record_fresh(name, request->owner, to, 1, request->watchdog, sent + request->lease, fence,
+                      before.doorbell_session, 0, before.chain_started == SteadyTime{} ? sent : before.chain_started);
   handoffs_.fetch_add(1, std::memory_order_relaxed);
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} handed over by {}/{} to {}", printable(name), machine_id_, owner, request->owner);
   WaiterRegistry::resolve(claimed, true);
   return Handoff::kHanded;
-}
-
-std::int64_t Client::yield_left_us(std::string_view name) {
-  if (yields_count_.load(std::memory_order_relaxed) == 0) return 0;
-  std::lock_guard<std::mutex> guard(yields_mutex_);
-  const auto it = yields_.find(std::string(name));
-  if (it == yields_.end()) return 0;
-  const auto left = std::chrono::duration_cast<Micros>(it->second - Clock::now()).count();
-  if (left > 0) return left;
-  yields_.erase(it);
-  yields_count_.store(yields_.size(), std::memory_order_relaxed);
-  return 0;
-}
-
-void Client::start_yield(std::string_view name) {
-  std::lock_guard<std::mutex> guard(yields_mutex_);
-  yields_[std::string(name)] = Clock::now() + kYieldAfterChain;
-  yields_count_.store(yields_.size(), std::memory_order_relaxed);
 }
 
 bool Client::force_release(std::string_view name, LockSide side) {
@@ -697,7 +678,7 @@ bool Client::force_release(std::string_view name, LockSide side) {
   }
   logger_->info("dlock: force-unlock of {} by {}: {}", printable(name), machine_id_,
                 cleared ? "cleared a hold" : "was not held");
-  if (holds_.live_deadline(name)) give_free_hint(name);  // a local holder's hold is gone
+  hint_free_if_held_here(name);
   waiters_.wake_one(name);
   return cleared;
 }
@@ -901,25 +882,13 @@ void Client::poll_tick(const IoThread::ConnectionSource& connection) {
     free = table_.free_among(connection(), names);  // a read: safe to repeat
   }
   for (const auto& name : free) {
-    // Free while a local hold looks live: that hold is lost; let the woken
-    // waiter ask the database rather than wait for it.
-    if (holds_.live_deadline(name)) give_free_hint(name);
+    hint_free_if_held_here(name);  // that local hold is lost
     waiters_.wake_one(name);
   }
 }
 
-bool Client::take_free_hint(std::string_view name) {
-  if (free_hints_count_.load(std::memory_order_relaxed) == 0) return false;
-  std::lock_guard<std::mutex> guard(free_hints_mutex_);
-  const bool had = free_hints_.erase(std::string(name)) != 0;
-  free_hints_count_.store(free_hints_.size(), std::memory_order_relaxed);
-  return had;
-}
-
-void Client::give_free_hint(std::string_view name) {
-  std::lock_guard<std::mutex> guard(free_hints_mutex_);
-  free_hints_.insert(std::string(name));
-  free_hints_count_.store(free_hints_.size(), std::memory_order_relaxed);
+void Client::hint_free_if_held_here(std::string_view name) {
+  if (holds_.live_deadline(name)) free_hints_.mark(name, NameMarks::Clock::time_point::max());
 }
 
 }  // namespace dlock::details

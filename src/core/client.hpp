@@ -70,6 +70,7 @@
 #include "core/hold_registry.hpp"
 #include "core/io_thread.hpp"
 #include "core/known_rows.hpp"
+#include "core/name_marks.hpp"
 #include "core/permit_registry.hpp"
 #include "core/reader_slots.hpp"
 #include "sql/lock_table.hpp"
@@ -278,15 +279,10 @@ class Client {
   enum class Handoff { kHanded, kLost, kDeclined };
   Handoff hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
                     const std::shared_ptr<WaiterRegistry::Parked>& claimed);
-  // Microseconds this client's fresh takes of `name` still hold back after
-  // a chain of handoffs ended (0: none).
-  std::int64_t yield_left_us(std::string_view name);
-  void start_yield(std::string_view name);
-  // A hint that the row of `name` was seen free while a local hold on it
-  // looked live (the poller, a force-unlock here): the next attempt asks
-  // the database instead of refusing locally. take_ consumes it.
-  bool take_free_hint(std::string_view name);
-  void give_free_hint(std::string_view name);
+  // Leaves a "seen free" hint on `name` if a local hold on it looks live
+  // (the poller saw the row free, or a force-unlock here cleared it): that
+  // hold is gone, and the next attempt asks the database.
+  void hint_free_if_held_here(std::string_view name);
   // Gives back the doorbell `session` may hold for `name` as soon as that
   // session is idle: now, or when the thread using it returns it. Never
   // waits; best effort.
@@ -452,14 +448,11 @@ class Client {
   KnownRows known_rows_;
   std::atomic<std::uint64_t> handoffs_{0};
   std::atomic<bool> handoffs_enabled_{true};
-  // Names whose handoff chain ended lately, and until when fresh takes hold
-  // back (yields_count_: its size, read without the mutex on every attempt).
-  std::mutex yields_mutex_;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> yields_;
-  std::atomic<std::size_t> yields_count_{0};
-  std::mutex free_hints_mutex_;
-  std::unordered_set<std::string> free_hints_;
-  std::atomic<std::size_t> free_hints_count_{0};
+  // Names whose chain of handoffs just ended: fresh takes here hold back
+  // until the mark expires.
+  NameMarks yields_;
+  // Names seen free while a local hold looked live (until taken).
+  NameMarks free_hints_;
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest
   // Null when fast_wakeup is off. Reset first in the destructor: it sends
   // its KILL QUERYs through io_.

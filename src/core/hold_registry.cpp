@@ -21,7 +21,19 @@ std::optional<Hold> HoldRegistry::find(std::string_view name, std::uint64_t owne
 
 std::optional<SteadyTime> HoldRegistry::live_deadline(std::string_view name) const {
   std::lock_guard<std::mutex> guard(mutex_);
-  const auto by_name = live_by_name_.find(std::string(name));
+  return live_deadline_locked(std::string(name));
+}
+
+HoldRegistry::NameView HoldRegistry::view(std::string_view name, std::uint64_t owner) const {
+  NameView view;
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (const auto it = holds_.find(key(name, owner)); it != holds_.end()) view.own = it->second.hold;
+  view.live_until = live_deadline_locked(std::string(name));
+  return view;
+}
+
+std::optional<SteadyTime> HoldRegistry::live_deadline_locked(const std::string& name) const {
+  const auto by_name = live_by_name_.find(name);
   if (by_name == live_by_name_.end()) return std::nullopt;
   const auto it = holds_.find(by_name->second);
   if (it == holds_.end() || it->second.hold.lost) return std::nullopt;
@@ -41,7 +53,7 @@ bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
 
 void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count,
                                 bool watchdog, SteadyTime deadline, std::uint64_t fence,
-                                std::uint64_t doorbell_session, std::uint32_t slot) {
+                                std::uint64_t doorbell_session, std::uint32_t slot, SteadyTime chain_started) {
   Hold h;
   h.hold_id = hold_id;
   h.count = count;
@@ -50,24 +62,7 @@ void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std:
   h.doorbell_session = doorbell_session;
   h.deadline = deadline;
   h.slot = slot;
-  record(name, owner, h);
-}
-
-void HoldRegistry::record_handed(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, bool watchdog,
-                                 SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
-                                 SteadyTime chain_started) {
-  Hold h;
-  h.hold_id = hold_id;
-  h.count = 1;
-  h.fence = fence;
-  h.watchdog = watchdog;
-  h.doorbell_session = doorbell_session;
-  h.deadline = deadline;
   h.chain_started = chain_started;
-  record(name, owner, h);
-}
-
-void HoldRegistry::record(std::string_view name, std::uint64_t owner, Hold h) {
   std::lock_guard<std::mutex> guard(mutex_);
   h.generation = next_generation_++;
   const std::string k = key(name, owner);

@@ -67,6 +67,13 @@ struct HoldRef {
 class HoldRegistry {
  public:
   std::optional<Hold> find(std::string_view name, std::uint64_t owner) const;
+  // What an acquire of `name` by `owner` needs to know, in one look: the
+  // owner's own hold (find) and, for the other owners, live_deadline.
+  struct NameView {
+    std::optional<Hold> own;
+    std::optional<SteadyTime> live_until;
+  };
+  NameView view(std::string_view name, std::uint64_t owner) const;
   // The local lease deadline of a live hold on `name` by any owner of this
   // client, if there is one and that deadline has not passed: the row is
   // then held, by this client, at least until then (its unlock or handoff
@@ -76,16 +83,13 @@ class HoldRegistry {
   // are random 64-bit values, so the id alone names the hold).
   bool is_ours(std::uint64_t hold_id) const;
 
-  // Records a hold just taken from free, count `count` (1), as a new
-  // generation. Replaces nothing: the caller checked there was no entry.
+  // Records a new hold of `owner` on `name`, count `count` (1), as a new
+  // generation: one just taken from free, or one handed over by a local
+  // release (Client::hand_over), which passes when the chain of handoffs it
+  // continues began. Replaces nothing: the caller checked there was no entry.
   void record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count, bool watchdog,
                     SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
-                    std::uint32_t slot = 0);
-  // Records a hold handed over to `owner` by a local release (count 1, a
-  // new generation), in the chain of handoffs begun at `chain_started`.
-  void record_handed(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, bool watchdog,
-                     SteadyTime deadline, std::uint64_t fence, std::uint64_t doorbell_session,
-                     SteadyTime chain_started);
+                    std::uint32_t slot = 0, SteadyTime chain_started = {});
   // Records a reentrant acquire of the hold of `generation`: count, mode and
   // deadline. False, changing nothing, if that hold is gone or was marked
   // lost meanwhile (a lost hold is never revived).
@@ -111,7 +115,6 @@ class HoldRegistry {
 
  private:
   static std::string key(std::string_view name, std::uint64_t owner);
-  void record(std::string_view name, std::uint64_t owner, Hold hold);
   struct Entry {
     std::string name;
     std::uint64_t owner;
@@ -123,6 +126,7 @@ class HoldRegistry {
   // The key of the live hold recorded last for each name (live_deadline).
   std::unordered_map<std::string, std::string> live_by_name_;
   void forget_live(const std::string& name, const std::string& key);
+  std::optional<SteadyTime> live_deadline_locked(const std::string& name) const;
   // Hold ids of the live (not lost) holds, for is_ours() without a scan.
   std::unordered_set<std::uint64_t> live_ids_;
   std::uint64_t next_generation_ = 1;

@@ -1,0 +1,68 @@
+// Lock names marked for a while, or until the mark is taken: the client's
+// short-lived notes about a name that change how its next attempt goes
+// (Client: the hold-back after a chain of handoffs, and the "seen free"
+// hint that makes an attempt ask the database despite a local holder).
+//
+// Checked on every waiting attempt, so the common case, no mark at all, is
+// one atomic load. Marks are removed when taken or found expired, so the
+// map stays as small as the names in play.
+//
+// Thread safety: every member is safe to call concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace dlock::details {
+
+class NameMarks {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Marks `name` until `until` (replacing an earlier mark);
+  // Clock::time_point::max(): until taken.
+  void mark(std::string_view name, Clock::time_point until) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    marks_[std::string(name)] = until;
+    size_.store(marks_.size(), std::memory_order_relaxed);
+  }
+  // How long `name` stays marked (zero when it is not).
+  std::chrono::microseconds left(std::string_view name) {
+    if (size_.load(std::memory_order_relaxed) == 0) return std::chrono::microseconds::zero();
+    std::lock_guard<std::mutex> guard(mutex_);
+    const auto it = marks_.find(std::string(name));
+    if (it == marks_.end()) return std::chrono::microseconds::zero();
+    const auto now = Clock::now();
+    if (it->second > now) return std::chrono::duration_cast<std::chrono::microseconds>(it->second - now);
+    erase(it);
+    return std::chrono::microseconds::zero();
+  }
+  // True if `name` was marked (and the mark had not expired); removes it.
+  bool take(std::string_view name) {
+    if (size_.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard<std::mutex> guard(mutex_);
+    const auto it = marks_.find(std::string(name));
+    if (it == marks_.end()) return false;
+    const bool live = it->second > Clock::now();
+    erase(it);
+    return live;
+  }
+
+ private:
+  using Map = std::unordered_map<std::string, Clock::time_point>;
+  void erase(Map::iterator it) {
+    marks_.erase(it);
+    size_.store(marks_.size(), std::memory_order_relaxed);
+  }
+
+  std::mutex mutex_;
+  Map marks_;
+  std::atomic<std::size_t> size_{0};
+};
+
+}  // namespace dlock::details

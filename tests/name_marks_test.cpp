@@ -1,0 +1,77 @@
+// NameMarks, no database: a mark lasts until its time or until taken,
+// whichever comes first; an expired mark reads as none and is removed;
+// marks of different names are independent.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/name_marks.hpp"
+
+namespace dlock::details {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = NameMarks::Clock;
+
+TEST(NameMarks, AnUnmarkedNameHasNothingLeftAndNothingToTake) {
+  NameMarks marks;
+  EXPECT_EQ(marks.left("n"), 0us);
+  EXPECT_FALSE(marks.take("n"));
+}
+
+TEST(NameMarks, AMarkLastsUntilItsTime) {
+  NameMarks marks;
+  marks.mark("n", Clock::now() + 1h);
+  const auto left = marks.left("n");
+  EXPECT_GT(left, 59min);
+  EXPECT_LE(left, 1h);
+  EXPECT_EQ(marks.left("other"), 0us) << "marks are per name";
+  EXPECT_GT(marks.left("n"), 0us) << "left() does not consume the mark";
+}
+
+TEST(NameMarks, AnExpiredMarkIsNoneAndCannotBeTaken) {
+  NameMarks marks;
+  marks.mark("n", Clock::now() - 1ms);
+  EXPECT_EQ(marks.left("n"), 0us);
+  marks.mark("m", Clock::now() + 2ms);
+  const auto end = Clock::now() + 10s;
+  while (marks.left("m") > 0us && Clock::now() < end) std::this_thread::yield();
+  EXPECT_EQ(marks.left("m"), 0us);
+  EXPECT_FALSE(marks.take("m")) << "an expired mark was taken";
+}
+
+TEST(NameMarks, TakeConsumesAMarkOnce) {
+  NameMarks marks;
+  marks.mark("n", Clock::time_point::max());
+  EXPECT_GT(marks.left("n"), 24h) << "a mark until max() lasts until taken";
+  EXPECT_TRUE(marks.take("n"));
+  EXPECT_FALSE(marks.take("n"));
+  EXPECT_EQ(marks.left("n"), 0us);
+}
+
+TEST(NameMarks, ALaterMarkReplacesAnEarlierOne) {
+  NameMarks marks;
+  marks.mark("n", Clock::now() + 1h);
+  marks.mark("n", Clock::now() - 1ms);
+  EXPECT_EQ(marks.left("n"), 0us);
+  marks.mark("n", Clock::now() + 1h);
+  EXPECT_GT(marks.left("n"), 0us);
+}
+
+TEST(NameMarks, ConcurrentMarksAndTakesAreSafe) {
+  NameMarks marks;
+  std::thread marker([&] {
+    for (int i = 0; i < 10000; ++i) marks.mark(i % 2 ? "a" : "b", Clock::time_point::max());
+  });
+  int taken = 0;
+  for (int i = 0; i < 10000; ++i) taken += marks.take(i % 2 ? "a" : "b") ? 1 : 0;
+  marker.join();
+  taken += marks.take("a") ? 1 : 0;
+  taken += marks.take("b") ? 1 : 0;
+  EXPECT_GE(taken, 2) << "the last marks of both names were lost";
+  EXPECT_FALSE(marks.take("a"));
+  EXPECT_FALSE(marks.take("b"));
+}
+
+}  // namespace
+}  // namespace dlock::details
