@@ -13,8 +13,9 @@ namespace dlock::torture {
 // mode takes 3 s. A pause of 4 s outlives both.
 inline constexpr int kWatchdogMs = 2000;
 inline constexpr int kLeaseMs = 3000;
-// The read lease of the control run's lapsing readers (worker.cpp).
-inline constexpr int kLapsingReadLeaseMs = 20;
+// The lease of the control run's lapsing holders (worker.cpp): readers of
+// the read-write lock, and some lock holders, whose sections outlast it.
+inline constexpr int kLapsingLeaseMs = 20;
 inline constexpr int kPollMs = 1000;
 // The semaphore workload's bound: "sem" admits 2 holders at once. Each
 // permit's critical section works on the resource of its slot ("s0", "s1"),

@@ -221,12 +221,20 @@ struct Worker {
     std::unique_ptr<details::Connection> db;
     DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
     const bool lease_mode = index % 2 == 1;
+    // Control run only (no fence guard): every fourth hold of this thread
+    // takes a lease shorter than its section, so another holder can take
+    // the name and write while it still means to, the lost update the
+    // checker must then report. (Pausing holders alone catches one
+    // mid-write only by chance: a few a minute, none in some quick runs.)
+    const bool lapsing_holds = !args.fenced && lease_mode;
     long seq = 0;
     while (now_us() < args.until_us) {
       const std::string name = "r" + std::to_string(rng() % static_cast<unsigned>(args.names));
+      const bool lapsing = lapsing_holds && seq % 4 == 3;
       bool acquired = false;
       try {
-        acquired = lease_mode ? client.try_lock(name, std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+        acquired = lease_mode ? client.try_lock(name, std::chrono::seconds(2),
+                                                std::chrono::milliseconds(lapsing ? kLapsingLeaseMs : kLeaseMs))
                               : client.try_lock(name, std::chrono::seconds(2));
       } catch (const BackendError&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -241,8 +249,9 @@ struct Worker {
       }
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + std::to_string(index) + ":" + std::to_string(++seq);
+        const int extra = lapsing ? 2 * kLapsingLeaseMs : 0;
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
-                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8 + extra)); });
       }
       client.unlock(name);  // never throws for database trouble
     }
@@ -303,7 +312,7 @@ struct Worker {
     while (now_us() < args.until_us) {
       const bool write = rng() % 4 == 0;
       Lock side = write ? rw.write_lock() : rw.read_lock();
-      const auto lease = std::chrono::milliseconds(lapsing_reads && !write ? kLapsingReadLeaseMs : kLeaseMs);
+      const auto lease = std::chrono::milliseconds(lapsing_reads && !write ? kLapsingLeaseMs : kLeaseMs);
       bool acquired = false;
       try {
         acquired = lease_mode ? side.try_lock(std::chrono::seconds(2), lease)
@@ -323,7 +332,7 @@ struct Worker {
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + name + std::to_string(index) + ":" + std::to_string(++seq);
         const auto pause = [&] {
-          const auto extra = lapsing_reads && !write ? 2 * kLapsingReadLeaseMs : 0;
+          const auto extra = lapsing_reads && !write ? 2 * kLapsingLeaseMs : 0;
           std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8 + extra));
         };
         if (write) {
