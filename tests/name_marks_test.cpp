@@ -3,6 +3,7 @@
 // marks of different names are independent.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 #include "core/name_marks.hpp"
@@ -38,6 +39,20 @@ TEST(NameMarks, AnExpiredMarkIsNoneAndCannotBeTaken) {
   while (marks.left("m") > 0us && Clock::now() < end) std::this_thread::yield();
   EXPECT_EQ(marks.left("m"), 0us);
   EXPECT_FALSE(marks.take("m")) << "an expired mark was taken";
+}
+
+TEST(NameMarks, ALiveMarkNeverReadsAsNone) {
+  // left() must agree with take(): a mark with less than a microsecond
+  // left is still a mark (it once read as zero, and was then taken).
+  NameMarks marks;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    marks.mark(name, Clock::now() + std::chrono::nanoseconds(200 + i % 1000));
+    const bool none = marks.left(name) == 0us;
+    if (none) {
+      EXPECT_FALSE(marks.take(name)) << "a mark read as none was still taken (" << name << ")";
+    }
+  }
 }
 
 TEST(NameMarks, TakeConsumesAMarkOnce) {

@@ -38,7 +38,9 @@ class NameMarks {
     const auto it = marks_.find(std::string(name));
     if (it == marks_.end()) return std::chrono::microseconds::zero();
     const auto now = Clock::now();
-    if (it->second > now) return std::chrono::duration_cast<std::chrono::microseconds>(it->second - now);
+    // Rounded up: a live mark never reads as none (take() would still
+    // find it live).
+    if (it->second > now) return std::chrono::ceil<std::chrono::microseconds>(it->second - now);
     erase(it);
     return std::chrono::microseconds::zero();
   }
