@@ -1042,7 +1042,12 @@ struct Bench {
                    "The holder keeps the lock 20 ms so the waiter is parked; where the waiter depends on a poll (the "
                    "seed), plus a random part of one poll interval, so releases fall at every phase of the poll. A "
                    "waiter in another client or process is woken by the name's doorbell (fast_wakeup, the default); "
-                   "the seed's waiter learns of a release at its next 1 s poll.");
+                   "the seed's waiter learns of a release at its next 1 s poll. A lock waiter in the same client is "
+                   "handed the hold by the release statement itself, so its lock() can return before the holder's "
+                   "unlock() does (a time below zero). The goals that compare another waiter with the synchronous "
+                   "lock's use times from unlock() being called (release commit included), which are never below "
+                   "zero: a semaphore permit and a write lock release, then their waiter takes (two commits), where "
+                   "a lock waiter in the same client is handed the hold (one).");
     std::vector<std::vector<std::string>> rows;
     std::string json = "{";
     std::ofstream dat(out_dir + "/handoff.dat");
@@ -1059,7 +1064,8 @@ struct Bench {
       auto& c = *contenders["dlock-watchdog"];
       auto h = c.session();
       auto w = c.session();
-      const auto s = add("dlock-watchdog", "same client", handoff_in_process(*h, *w, local, false));
+      Summary s_call, p_call;  // from unlock() being called: what the "x synchronous lock's" goals compare
+      const auto s = add("dlock-watchdog", "same client", handoff_in_process(*h, *w, local, false, "handoff", &s_call));
       report.goal({"same-client handoff median <= 1 ms", fmt(s.median) + " ms", s.median <= 1.0, false});
       // The seed's poll-bound case takes about a second per handoff; it runs
       // alongside (its own name and table).
@@ -1069,8 +1075,8 @@ struct Bench {
       auto other = make_contender("dlock-watchdog", url);
       auto w2 = other->session();
       add("dlock-watchdog", "other client, same process", handoff_in_process(*h, *w2, remote, false, "handoff-oc"));
-      const auto p = add("dlock-watchdog", "other process", handoff_cross_process("dlock-watchdog", remote, false,
-                                                                                  "handoff-op"));
+      const auto p = add("dlock-watchdog", "other process",
+                         handoff_cross_process("dlock-watchdog", remote, false, "handoff-op", 1s, "", &p_call));
       report.goal({"cross-process handoff median <= 2 ms", fmt(p.median) + " ms", p.median <= 2.0, false});
       report.goal({"cross-process handoff p99 <= 20 ms", fmt(p.p99) + " ms", p.p99 <= 20.0, false});
       // The same handoffs with the asynchronous waiter (a parked
@@ -1080,12 +1086,13 @@ struct Bench {
         auto& c2 = *contenders[contender];
         auto h2 = c2.session();
         auto w3 = c2.session();
-        const auto same = add(contender, "same client", handoff_in_process(*h2, *w3, local, false, tag));
-        const auto process = add(contender, "other process", handoff_cross_process(contender, remote, false, tag + "-op"));
-        report.goal({what + " handoff, same client: median <= 1.2 x synchronous lock's",
-                     fmt(same.median / s.median, 2) + " x", same.median <= 1.2 * s.median, false});
-        report.goal({what + " handoff, other process: median <= 1.2 x synchronous lock's",
-                     fmt(process.median / p.median, 2) + " x", process.median <= 1.2 * p.median, false});
+        Summary same, process;
+        add(contender, "same client", handoff_in_process(*h2, *w3, local, false, tag, &same));
+        add(contender, "other process", handoff_cross_process(contender, remote, false, tag + "-op", 1s, "", &process));
+        report.goal({what + " handoff from unlock() called, same client: median <= 1.2 x synchronous lock's",
+                     fmt(same.median / s_call.median, 2) + " x", same.median <= 1.2 * s_call.median, false});
+        report.goal({what + " handoff from unlock() called, other process: median <= 1.2 x synchronous lock's",
+                     fmt(process.median / p_call.median, 2) + " x", process.median <= 1.2 * p_call.median, false});
       };
       beside("dlock-async", "async", "handoff-async");
       beside("dlock-semaphore", "semaphore", "handoff-sem");
