@@ -15,7 +15,7 @@
 //
 // Child modes (the benchmark runs itself as a second process):
 //   dlock_bench --child-waiter URL CONTENDER NAME
-//   dlock_bench --child-throughput URL CONTENDER THREADS SECONDS PREFIX
+//   dlock_bench --child-throughput URL CONTENDER THREADS MILLISECONDS PREFIX
 #include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
 #include <malloc.h>
