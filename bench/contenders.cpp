@@ -125,6 +125,7 @@ class DlockContender : public Contender {
     if (side_ != Lock::Side::kMutex) return std::make_unique<DlockRwSession>(*client_, side_);
     return std::make_unique<DlockSession>(*client_, lease_);
   }
+  std::unique_ptr<Session> sync_session() override { return std::make_unique<DlockSession>(*client_, lease_); }
   DatabaseDistributedLock& client() { return *client_; }
 
  private:

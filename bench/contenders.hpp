@@ -52,6 +52,11 @@ class Contender {
   virtual ~Contender() = default;
   virtual std::string name() const = 0;
   virtual std::unique_ptr<Session> session() = 0;
+  // A session of the same client that takes and releases with the
+  // synchronous lock (for dlock-async: a synchronous holder beside an
+  // asynchronous waiter, which tells what the waiter's side adds apart from
+  // what the holder's async_unlock adds). Default: session().
+  virtual std::unique_ptr<Session> sync_session() { return session(); }
   // Creates whatever rows the contender needs for `names` up front (the
   // floor takes pre-created rows).
   virtual void prepare(const std::vector<std::string>& names) { (void)names; }

@@ -15,7 +15,9 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/client_access.hpp"
@@ -157,6 +159,46 @@ TEST(Handoff, AnAsynchronousWaiterIsHandedTheHold) {
   EXPECT_TRUE(theirs.is_held_by_current_thread());
   EXPECT_EQ(theirs.fencing_token(), first + 1);
   async_unlock(theirs, boost::asio::use_future).get();
+  EXPECT_FALSE(client.is_locked("a"));
+}
+
+// An async_unlock that hands the hold to a parked async waiter delivers it
+// on the worker that ran the release, before it completes the unlock
+// itself: the handoff costs no second worker's wake, and the waiter (who
+// has been waiting) hears first. Handlers without an executor run on the
+// library thread, so their threads and order show where each ran.
+TEST(Handoff, AnAsyncUnlockDeliversTheHandedHoldFirstOnItsOwnWorker) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  DatabaseDistributedLock client(options);
+  const Owner holder = Owner::create();
+  const Owner waiter = Owner::create();
+  async_lock(client.get_lock("a", holder), boost::asio::use_future).get();
+  std::mutex m;
+  std::vector<std::pair<std::string, std::thread::id>> order;
+  std::promise<void> both;
+  const auto note = [&](const char* who) {
+    std::lock_guard<std::mutex> g(m);
+    order.emplace_back(who, std::this_thread::get_id());
+    if (order.size() == 2) both.set_value();
+  };
+  async_lock(client.get_lock("a", waiter), [&](std::exception_ptr error) {
+    EXPECT_FALSE(error);
+    note("waiter");
+  });
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  async_unlock(client.get_lock("a", holder), [&](std::exception_ptr error) {
+    EXPECT_FALSE(error);
+    note("unlock");
+  });
+  ASSERT_EQ(both.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(handoffs(client), 1u);
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0].first, "waiter");
+  EXPECT_EQ(order[1].first, "unlock");
+  EXPECT_EQ(order[0].second, order[1].second) << "the handed hold was delivered by another worker";
+  EXPECT_TRUE(client.get_lock("a", waiter).is_held_by_current_thread());
+  async_unlock(client.get_lock("a", waiter), boost::asio::use_future).get();
   EXPECT_FALSE(client.is_locked("a"));
 }
 

@@ -2,14 +2,19 @@
 // posted by jobs while joining; a job posted while a worker spins is taken
 // without waking another; and a poster is done with the queue once its job
 // can have run, so the owner may destroy the queue then (the client's
-// shutdown does, while a doorbell thread may still be returning from post).
+// shutdown does, while a doorbell thread may still be returning from post);
+// jobs deferred in a scope run on its worker when the scope closes.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/worker_threads.hpp"
 
@@ -92,6 +97,68 @@ TEST(WorkerThreads, APosterIsDoneWithTheQueueOnceItsJobCanHaveRun) {
     workers.reset();  // joins, then destroys the mutex and condition variable
     poster.join();
   }
+}
+
+// defer() inside a Deferring scope: the deferred jobs run on the same
+// worker when the scope closes, in order, without waking a sleeping worker;
+// outside a scope, and from the deferred jobs themselves (the scope is
+// closed while they run), defer() declines.
+TEST(WorkerThreads, JobsDeferredInAScopeRunOnTheSameWorkerWhenItCloses) {
+  WorkerThreads workers(2, 0us);
+  ASSERT_TRUE(eventually([&] { return workers.sleeping() == 2; }));
+  std::mutex m;
+  std::vector<std::pair<std::string, std::thread::id>> ran;
+  const auto note = [&](const char* what) {
+    std::lock_guard<std::mutex> g(m);
+    ran.emplace_back(what, std::this_thread::get_id());
+  };
+  std::promise<void> done;
+  workers.post([&] {
+    note("job");
+    EXPECT_FALSE(workers.defer([] {})) << "deferred without a scope";
+    {
+      WorkerThreads::Deferring scope;
+      EXPECT_TRUE(workers.defer([&] { note("deferred"); }));
+      EXPECT_TRUE(workers.defer([&] {
+        note("deferred 2");
+        EXPECT_FALSE(workers.defer([] {})) << "deferred from a deferred job";
+      }));
+      note("scope open");
+      scope.close();
+      note("scope closed");
+      EXPECT_FALSE(workers.defer([] {})) << "deferred after the scope closed";
+    }
+    done.set_value();
+  });
+  ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  workers.join();
+  ASSERT_EQ(ran.size(), 5u);
+  EXPECT_EQ(ran[0].first, "job");
+  EXPECT_EQ(ran[1].first, "scope open");
+  EXPECT_EQ(ran[2].first, "deferred");
+  EXPECT_EQ(ran[3].first, "deferred 2");
+  EXPECT_EQ(ran[4].first, "scope closed");
+  for (const auto& [what, thread] : ran) EXPECT_EQ(thread, ran[0].second) << what << " ran on another thread";
+  EXPECT_EQ(workers.wakeups(), 1u) << "a deferred job woke a sleeping worker";
+}
+
+TEST(WorkerThreads, OnlyTheirOwnWorkersDefer) {
+  WorkerThreads workers(1, 0us);
+  WorkerThreads others(1, 0us);
+  bool ran = false;
+  {
+    WorkerThreads::Deferring scope;  // not a worker at all: a no-op
+    EXPECT_FALSE(workers.defer([&] { ran = true; }));
+  }
+  std::promise<bool> deferred_by_another;
+  others.post([&] {
+    WorkerThreads::Deferring scope;
+    deferred_by_another.set_value(workers.defer([&] { ran = true; }));
+  });
+  EXPECT_FALSE(deferred_by_another.get_future().get());
+  others.join();
+  workers.join();
+  EXPECT_FALSE(ran);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/async_acquire.hpp"
 #include "core/client.hpp"
 #include "core/thread_identity.hpp"
+#include "core/worker_threads.hpp"
 #include "dlock/asio.hpp"
 
 namespace dlock::details {
@@ -76,12 +77,17 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
               side = AsyncAccess::side(lock), completion = std::move(completion)](bool run) mutable {
     std::exception_ptr error = run ? nullptr : shutting_down();
     if (run) {
+      // An asynchronous waiter this release hands the lock to is completed
+      // here, on this worker, before the unlock is: no other worker is woken
+      // for it, and the handoff is what someone has been waiting for.
+      details::WorkerThreads::Deferring handoff_first;
       try {
         const Client::WarmestConnection warmest;
         client.release(name, owner, side);
       } catch (...) {
         error = std::current_exception();
       }
+      handoff_first.close();
     }
     AsyncCompletion::finish(std::move(completion), std::move(error), 0);
   };

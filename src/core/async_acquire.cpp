@@ -87,6 +87,11 @@ void AsyncAcquire::park(std::chrono::microseconds wait) {
 }
 
 void AsyncAcquire::wake() {
+  // Handed the hold by an async_unlock's release (on one of our workers):
+  // that worker completes us right after the release, before it completes
+  // the unlock, instead of waking another worker for a step that only
+  // delivers the lock.
+  if (granted() && client_.async().defer([self = shared_from_this()] { self->step(); })) return;
   // Only the step is posted: waking a second worker just to drop the queue
   // entry would cost the handoff a thread wake. The entry is stale now (its
   // number no longer parked); the next park replaces it and finish() drops

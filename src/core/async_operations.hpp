@@ -52,6 +52,13 @@ class AsyncOperations {
   void run(Job&& job) {
     workers().post(std::forward<Job>(job));
   }
+  // From a job on one of the workers: runs `job()` on that worker right
+  // after the current job (see WorkerThreads::defer) and returns true;
+  // false on any other thread.
+  template <class Job>
+  [[nodiscard]] bool defer(Job&& job) {
+    return workers().defer(std::forward<Job>(job));
+  }
   // The deadlines of parked waits (started with the workers).
   DeadlineQueue& deadlines();
 

@@ -507,6 +507,18 @@ LockRow Client::read_after_unknown(std::string_view name, const OutcomeUnknown& 
 void Client::release(std::string_view name, std::uint64_t owner, LockSide side) {
   if (side != LockSide::kMutex) return release_rw(name, owner, side);
   validate_name(name);
+  // A local waiter claimed for a handoff: told once the release is done,
+  // whatever its outcome, and after the owner's stripe is let go (the
+  // waiter may resume on this very thread, see AsyncAcquire::wake). Granted:
+  // it resumes holding the lock; else the claim's end is the release's wake
+  // and it tries the row.
+  struct Claim {
+    std::shared_ptr<WaiterRegistry::Parked> waiter;
+    bool granted = false;
+    ~Claim() {
+      if (waiter) WaiterRegistry::resolve(waiter, granted);
+    }
+  } claim;
   std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   const std::optional<Hold> before = holds_.take_one(name, owner);
   if (!before) {
@@ -520,14 +532,6 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
   const std::uint64_t hold_id = before->hold_id;
-  // A local waiter claimed for a handoff that did not happen: woken (as
-  // the release's wake) once the release is done, whatever its outcome.
-  struct Claim {
-    std::shared_ptr<WaiterRegistry::Parked> waiter;
-    ~Claim() {
-      if (waiter) WaiterRegistry::resolve(waiter, false);
-    }
-  } claim;
   if (target == 0 && handoffs_enabled_.load(std::memory_order_relaxed)) {
     if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
       claim.waiter = waiters_.claim(name);
@@ -543,7 +547,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
     if (claim.waiter) {
       switch (hand_over(name, owner, *before, claim.waiter)) {
         case Handoff::kHanded:
-          claim.waiter.reset();  // resolved: it holds the lock
+          claim.granted = true;  // it holds the lock
           return;
         case Handoff::kLost:
           return;  // the claim's wake lets the waiter try the row
@@ -660,7 +664,6 @@ Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, co
   handoffs_.fetch_add(1, std::memory_order_relaxed);
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} handed over by {}/{} to {}", printable(name), machine_id_, owner, request->owner);
-  WaiterRegistry::resolve(claimed, true);
   return Handoff::kHanded;
 }
 

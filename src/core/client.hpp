@@ -272,10 +272,12 @@ class Client {
                               bool watchdog, LockRow& row, std::uint64_t& fence, std::uint64_t& doorbell_session);
   [[noreturn]] void throw_lost(std::string_view name, std::uint64_t fence) const;
   // The direct handoff at a full release of `before` (owner `owner`, whose
-  // owner mutex the caller holds). `claimed` is the waiter claimed for it.
-  // kDeclined: nothing was written; the caller releases as usual and then
-  // resolves the claim as the release's wake. Throws BackendError (the
-  // claim still the caller's to resolve).
+  // owner mutex the caller holds). `claimed` is the waiter claimed for it;
+  // the caller resolves the claim in every case, once it has let go of the
+  // owner mutex. kHanded: the hold is the waiter's (resolve as granted).
+  // kLost: this hold was already lost, nothing was handed. kDeclined:
+  // nothing was written; the caller releases as usual, and the claim's
+  // resolution is the release's wake. Throws BackendError.
   enum class Handoff { kHanded, kLost, kDeclined };
   Handoff hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
                     const std::shared_ptr<WaiterRegistry::Parked>& claimed);

@@ -2,6 +2,10 @@
 
 namespace dlock::details {
 
+thread_local WorkerThreads* WorkerThreads::current_ = nullptr;
+thread_local bool WorkerThreads::deferring_ = false;
+thread_local std::deque<std::unique_ptr<WorkerThreads::Job>>* WorkerThreads::deferred_ = nullptr;
+
 WorkerThreads::WorkerThreads(std::size_t threads, std::chrono::microseconds spin) : spin_(spin) {
   threads_.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
@@ -32,8 +36,22 @@ std::unique_ptr<WorkerThreads::Job> WorkerThreads::pop_locked() {
   return job;
 }
 
+void WorkerThreads::Deferring::close() {
+  if (!deferring_) return;
+  deferring_ = false;
+  auto& deferred = *deferred_;
+  while (!deferred.empty()) {
+    std::unique_ptr<Job> job = std::move(deferred.front());
+    deferred.pop_front();
+    job->run();
+  }
+}
+
 void WorkerThreads::run() {
   using Clock = std::chrono::steady_clock;
+  std::deque<std::unique_ptr<Job>> deferred;
+  current_ = this;
+  deferred_ = &deferred;
   std::unique_lock<std::mutex> lock(mutex_);
   bool worked = false;  // ran a job since this thread last slept
   for (;;) {
@@ -50,6 +68,8 @@ void WorkerThreads::run() {
     if (stopping_ && running_ == 0) {
       // Nothing queued and nothing running that could queue more.
       wake_.notify_all();
+      current_ = nullptr;
+      deferred_ = nullptr;
       return;
     }
     if (worked && !spinning_ && spin_.count() > 0 && !stopping_) {

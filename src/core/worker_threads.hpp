@@ -10,7 +10,10 @@
 // asynchronous lock is usually followed by its unlock within a fraction of
 // a millisecond, so after a job one worker at a time keeps looking for the
 // next for `spin` (yielding the CPU between looks), and a job posted
-// meanwhile wakes nobody: the spinning worker takes it.
+// meanwhile wakes nobody: the spinning worker takes it. And a job may defer
+// work to itself (Deferring, defer()): an async_unlock that hands the lock
+// to a parked asynchronous waiter completes that waiter on its own worker
+// right after the release, rather than waking another worker for it.
 //
 // Thread safety: post() from any thread; join() once, from a thread that
 // is not a worker.
@@ -43,6 +46,34 @@ class WorkerThreads {
     push(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
   }
 
+  // While a Deferring scope is open in a job on one of these workers:
+  // queues `fn` to run on this same worker when the scope closes, and
+  // returns true. Anywhere else (no scope open, another thread, another
+  // pool's worker): returns false and does nothing (post it instead). For
+  // work that should follow a step of the current job at once and is not
+  // worth waking another thread for: an asynchronous waiter handed a lock
+  // by a release this worker runs.
+  template <class Fn>
+  [[nodiscard]] bool defer(Fn&& fn) {
+    if (current_ != this || !deferring_) return false;
+    deferred_->push_back(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
+    return true;
+  }
+
+  // A scope in which defer() queues work on this thread; close() (or the
+  // destructor) closes it and runs that work, in order, before returning.
+  // The work runs with the scope closed: what it does is not deferred
+  // again (a handler run there that blocks cannot hold up another
+  // deferral). Not nested; a no-op on a thread that is not a worker.
+  class Deferring {
+   public:
+    Deferring() { deferring_ = current_ != nullptr; }
+    ~Deferring() { close(); }
+    Deferring(const Deferring&) = delete;
+    Deferring& operator=(const Deferring&) = delete;
+    void close();
+  };
+
   // For tests: sleeping workers woken by post() so far, whether a worker
   // is spinning now, and how many sleep now.
   std::size_t wakeups();
@@ -70,6 +101,13 @@ class WorkerThreads {
   void run();
   // Pops a job if there is one (mutex held).
   std::unique_ptr<Job> pop_locked();
+
+  // The pool this thread is a worker of, whether a Deferring scope is
+  // open, and what was deferred in it; null/false on any other thread,
+  // join()'s included.
+  static thread_local WorkerThreads* current_;
+  static thread_local bool deferring_;
+  static thread_local std::deque<std::unique_ptr<Job>>* deferred_;
 
   const std::chrono::microseconds spin_;
   std::mutex mutex_;

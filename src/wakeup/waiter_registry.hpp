@@ -62,6 +62,9 @@ class WaiterRegistry {
     // True once after a wake that came with the hold handed over (see
     // resolve()); consumes it.
     bool take_grant() { return granted_.exchange(false); }
+    // The same without consuming it: true inside wake() when the wake comes
+    // with the hold handed over.
+    bool granted() const { return granted_.load(); }
 
    private:
     friend class WaiterRegistry;
