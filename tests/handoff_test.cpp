@@ -202,6 +202,96 @@ TEST(Handoff, AnAsyncUnlockDeliversTheHandedHoldFirstOnItsOwnWorker) {
   EXPECT_FALSE(client.is_locked("a"));
 }
 
+// The write side of a read-write lock: a local writer (a thread, then a
+// coroutine's owner) is handed the write side by the release, one hold
+// later with the next write token (fence + 2); the readers waiting meanwhile
+// still wait, and get in once the last write is released.
+TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;  // only a local release can end the wait
+  DatabaseDistributedLock client(options);
+  auto write = client.get_read_write_lock("hw").write_lock();
+  write.lock();
+  const std::uint64_t first = write.fencing_token();
+  std::promise<std::uint64_t> waiter_token;
+  std::promise<void> waiter_may_unlock;
+  std::thread waiter([&] {
+    auto mine = client.get_read_write_lock("hw").write_lock();
+    mine.lock();
+    waiter_token.set_value(mine.fencing_token());
+    waiter_may_unlock.get_future().wait();
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  const auto before = handoffs(client);
+  write.unlock();
+  auto token = waiter_token.get_future();
+  ASSERT_EQ(token.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(handoffs(client), before + 1) << "the release freed the write side instead of handing it over";
+  EXPECT_EQ(token.get(), first + 2) << "a handoff is a new write with the next write token";
+  // An asynchronous writer is next: handed the write side by the thread's
+  // release, with the token after that.
+  const Owner owner = Owner::create();
+  auto theirs = client.get_read_write_lock("hw", owner).write_lock();
+  auto pending = async_lock(theirs, boost::asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  // A reader waits too; the handoff passes it by (the write side is never
+  // free in between), and it reads once the last write is released.
+  std::promise<void> read;
+  std::thread reader([&] {
+    auto shared = client.get_read_write_lock("hw").read_lock();
+    shared.lock();
+    read.set_value();
+    shared.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() >= 1 &&
+                                      details::ClientAccess::of(client).waiters().names().size() == 2; },
+                         10s));
+  waiter_may_unlock.set_value();
+  waiter.join();
+  ASSERT_EQ(pending.wait_for(10s), std::future_status::ready);
+  pending.get();
+  EXPECT_EQ(handoffs(client), before + 2);
+  EXPECT_EQ(theirs.fencing_token(), first + 4);
+  auto reading = read.get_future();
+  EXPECT_EQ(reading.wait_for(0s), std::future_status::timeout) << "a reader got in while the write was handed on";
+  async_unlock(theirs, boost::asio::use_future).get();
+  EXPECT_EQ(reading.wait_for(10s), std::future_status::ready);
+  reader.join();
+  EXPECT_FALSE(client.get_read_write_lock("hw").write_lock().is_locked());
+}
+
+// A writer that took a read under its write (a downgrade) and then releases
+// the write must not hand the write side on while its read is live: the
+// waiting writer gets it only once the read ends.
+TEST(Handoff, AWriteWithItsOwnersReadUnderItIsNotHandedOver) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  DatabaseDistributedLock client(options);
+  const ReadWriteLock rw = client.get_read_write_lock("hd");
+  auto write = rw.write_lock();
+  auto read = rw.read_lock();
+  write.lock();
+  read.lock();  // a downgrade: the same owner reads under its write
+  std::promise<void> got;
+  std::thread waiter([&] {
+    auto mine = client.get_read_write_lock("hd").write_lock();
+    mine.lock();
+    got.set_value();
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  const auto before = handoffs(client);
+  write.unlock();
+  auto writer = got.get_future();
+  // The write side is free now, but a read is live: the writer must wait.
+  EXPECT_EQ(writer.wait_for(300ms), std::future_status::timeout) << "a write was granted under a live read";
+  EXPECT_EQ(handoffs(client), before);
+  read.unlock();
+  EXPECT_EQ(writer.wait_for(10s), std::future_status::ready);
+  waiter.join();
+}
+
 // The releasing hold was force-unlocked (and so lost) while a local waiter
 // waited: the handoff statement matches nothing; the loss is reported once
 // and the waiter, woken by the failed handoff, takes the free row itself.

@@ -100,7 +100,9 @@ void AsyncAcquire::wake() {
 }
 
 const AcquireRequest* AsyncAcquire::handoff_request() const {
-  if (request_.permits != 0 || request_.side != LockSide::kMutex || cancelled_) return nullptr;
+  if (request_.permits != 0 || (request_.side != LockSide::kMutex && request_.side != LockSide::kWrite) ||
+      cancelled_)
+    return nullptr;
   return &request_;
 }
 

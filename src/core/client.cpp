@@ -306,8 +306,10 @@ AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
-  // A mutex waiter can be handed the hold by a local release (hand_over).
-  const bool claimable = request.permits == 0 && request.side == LockSide::kMutex;
+  // A mutex or write-side waiter can be handed the hold by a local release
+  // (hand_over, hand_over_write).
+  const bool claimable =
+      request.permits == 0 && (request.side == LockSide::kMutex || request.side == LockSide::kWrite);
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
     AcquireStep step = attempt_step(request);
@@ -512,13 +514,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   // waiter may resume on this very thread, see AsyncAcquire::wake). Granted:
   // it resumes holding the lock; else the claim's end is the release's wake
   // and it tries the row.
-  struct Claim {
-    std::shared_ptr<WaiterRegistry::Parked> waiter;
-    bool granted = false;
-    ~Claim() {
-      if (waiter) WaiterRegistry::resolve(waiter, granted);
-    }
-  } claim;
+  WaiterRegistry::ClaimedWaiter claim;
   std::lock_guard<std::mutex> serial(owner_mutex(name, owner));
   const std::optional<Hold> before = holds_.take_one(name, owner);
   if (!before) {
@@ -547,7 +543,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
     if (claim.waiter) {
       switch (hand_over(name, owner, *before, claim.waiter)) {
         case Handoff::kHanded:
-          claim.granted = true;  // it holds the lock
+          claim.grant();  // it holds the lock
           return;
         case Handoff::kLost:
           return;  // the claim's wake lets the waiter try the row
@@ -613,7 +609,7 @@ Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, co
                                   const std::shared_ptr<WaiterRegistry::Parked>& claimed) {
   // The request stays valid until the claim is resolved: its waiter waits.
   const AcquireRequest* request = claimed->handoff_request();
-  if (request == nullptr) return Handoff::kDeclined;  // interrupted since
+  if (request == nullptr || request->side != LockSide::kMutex) return Handoff::kDeclined;  // interrupted since
   if (!request->forever && Clock::now() >= request->deadline) return Handoff::kDeclined;
   // The new hold is the waiter's owner's: serialize with that owner's other
   // operations on the name (the caller holds `owner`'s stripe, which may be

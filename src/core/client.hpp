@@ -42,7 +42,9 @@
 // hold was lost). A waiter refused because another owner of this client
 // holds the name asks no SQL until that hold ends (HoldRegistry::
 // live_deadline), unless the poller or a force-unlock here saw the row free
-// meanwhile (a free hint).
+// meanwhile (a free hint). The write side of a read-write lock is handed
+// over the same way (RwTable::hand_over_write: fence + 2, only while no
+// read is counted), with the same chain bound and hold-back.
 //
 // Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
 // the same statement and remember which pooled session did; the full release
@@ -382,6 +384,10 @@ class Client {
   // The doorbell of a hold of `side` (a read hold's is its own).
   std::string rw_bell(LockSide side, std::string_view name, std::uint64_t hold_id) const;
   void release_rw(std::string_view name, std::uint64_t owner, LockSide side);
+  // hand_over for the write side of read-write lock `name` (the caller
+  // holds `owner`'s write-side stripe); the same outcomes.
+  Handoff hand_over_write(std::string_view name, std::uint64_t owner, const Hold& before,
+                          const std::shared_ptr<WaiterRegistry::Parked>& claimed);
   bool force_release_rw(std::string_view name, LockSide side);
   bool rw_is_locked(std::string_view name, LockSide side);
   std::optional<Millis> rw_remaining_ttl(std::string_view name, LockSide side);

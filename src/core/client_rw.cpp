@@ -130,6 +130,11 @@ AcquireStep Client::attempt_rw_step(const AcquireRequest& r) {
         throw std::logic_error("dlock: the owner holds only the read side of read-write lock \"" + printable(r.name) +
                                "\" and asks for the write side: upgrading is not supported");
       }
+      if (is_write(r.side) && !r.single_attempt) {
+        // A chain of write handoffs to this client's writers just ended:
+        // hold back (no SQL), so a writer in another client gets in.
+        if (const Micros left = yields_.left(key); left > Micros::zero()) return wait_step(r, left.count());
+      }
       acquired = is_write(r.side) ? take_write(r, key, head) : take_read(r, key, head);
     }
     if (acquired) {
@@ -359,6 +364,9 @@ void Client::release_rw(std::string_view name, std::uint64_t owner, LockSide sid
   validate_name(name);
   validate_rw();
   const std::string key = rw_key(side, name);
+  // A local writer claimed for a handoff of the write side: resolved once
+  // the release is done and the stripe let go, as in release().
+  WaiterRegistry::ClaimedWaiter claim;
   std::lock_guard<std::mutex> serial(owner_mutex(rw_key(LockSide::kWrite, name), owner));
   const std::optional<Hold> before = rw_holds_.take_one(key, owner);
   if (!before) {
@@ -383,8 +391,28 @@ void Client::release_rw(std::string_view name, std::uint64_t owner, LockSide sid
     return is_write(side) ? rw_->release_write(c, name, hold_id, target, bell)
                           : rw_->release_read(c, name, slot, hold_id, target, bell);
   };
+  if (target == 0 && is_write(side) && handoffs_enabled_.load(std::memory_order_relaxed)) {
+    if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
+      claim.waiter = waiters_.claim(key);
+    } else if (waiters_.has(key)) {
+      // The chain ends here: this client's own writers hold back, so a
+      // writer in another client, rung by this release, gets in.
+      yields_.mark(key, Clock::now() + kYieldAfterChain);
+    }
+  }
   bool released = false;
   try {
+    if (claim.waiter) {
+      switch (hand_over_write(name, owner, *before, claim.waiter)) {
+        case Handoff::kHanded:
+          claim.grant();  // it holds the write side; readers still wait
+          return;
+        case Handoff::kLost:
+          return;  // the claim's wake lets the waiter try the head
+        case Handoff::kDeclined:
+          break;
+      }
+    }
     try {
       if (target == 0) {
         const std::string bell = before->doorbell_session != 0 ? rw_bell(side, name, hold_id) : std::string();
@@ -421,8 +449,78 @@ void Client::release_rw(std::string_view name, std::uint64_t owner, LockSide sid
                    printable(name), machine_id_, owner, target);
   if (target == 0) {
     if (is_write(side)) waiters_.wake_all(rw_key(LockSide::kRead, name));
-    waiters_.wake_one(rw_key(LockSide::kWrite, name));
+    // A claimed writer's wake is the claim's resolution.
+    if (!claim.waiter) waiters_.wake_one(rw_key(LockSide::kWrite, name));
   }
+}
+
+Client::Handoff Client::hand_over_write(std::string_view name, std::uint64_t owner, const Hold& before,
+                                        const std::shared_ptr<WaiterRegistry::Parked>& claimed) {
+  // The request stays valid until the claim is resolved: its waiter waits.
+  const AcquireRequest* request = claimed->handoff_request();
+  if (request == nullptr || request->side != LockSide::kWrite) return Handoff::kDeclined;
+  if (!request->forever && Clock::now() >= request->deadline) return Handoff::kDeclined;
+  // The new write is the waiter's owner's: serialize with that owner's
+  // operations on either side of the name, never waiting (see hand_over).
+  const std::string stripe = rw_key(LockSide::kWrite, name);
+  std::mutex& theirs = owner_mutex(stripe, request->owner);
+  std::unique_lock<std::mutex> serial(theirs, std::defer_lock);
+  if (&theirs != &owner_mutex(stripe, owner) && !serial.try_lock()) return Handoff::kDeclined;
+  // A write it still owes unlock() for (a lost one), or a read of its own
+  // (asking to upgrade, which its own attempt refuses): not handed.
+  if (rw_holds_.find(stripe, request->owner) || rw_holds_.find(rw_key(LockSide::kRead, name), request->owner))
+    return Handoff::kDeclined;
+
+  const std::uint64_t to = new_hold_id();
+  const std::int64_t lease_us = micros(request->lease);
+  const auto run = [&] {
+    return with_connection([&](Connection& c) {
+      return rw_->hand_over_write(c, name, before.hold_id, to, request->owner, lease_us, request->watchdog);
+    });
+  };
+  const std::string bell = before.doorbell_session != 0 ? rw_bell(LockSide::kWrite, name, 0) : std::string();
+  auto sent = Clock::now();
+  bool handed = false;
+  bool lost = false;
+  try {
+    try {
+      handed = run();
+    } catch (const OutcomeUnknown& e) {
+      const LockRow row = read_rw_after_unknown(LockSide::kWrite, name, 0, e);
+      if (row.held_by(to)) {
+        handed = true;
+      } else if (row.held_by(before.hold_id)) {
+        sent = Clock::now();
+        handed = run();  // matches the old write or its own late first run, bumping the fence once
+      } else {
+        lost = true;
+      }
+    }
+    if (!handed && !lost) {
+      // Refused: the old write is no longer live (lost), or a read is
+      // counted (a read this owner took under its write). Only the first
+      // releases as usual.
+      lost = !read_rw_head(name).writer.held_by(before.hold_id);
+    }
+  } catch (const BackendError&) {
+    // The old write stays until its lease ends (as after a failed release);
+    // its doorbell must not stay with it.
+    if (before.doorbell_session != 0) drop_bell_when_idle(bell, before.doorbell_session);
+    throw;
+  }
+  if (!handed) {
+    if (!lost) return Handoff::kDeclined;
+    if (before.doorbell_session != 0) drop_bell_when_idle(bell, before.doorbell_session);
+    report_lost(name, before.fence, "found already lost at unlock (handing it over)");
+    return Handoff::kLost;
+  }
+  rw_holds_.record_fresh(stripe, request->owner, to, 1, request->watchdog, sent + request->lease, 0,
+                         before.doorbell_session, 0, before.chain_started == SteadyTime{} ? sent : before.chain_started);
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: write side of {} handed over by {}/{} to {}", printable(name), machine_id_, owner,
+                   request->owner);
+  return Handoff::kHanded;
 }
 
 void Client::free_rw_quietly(LockSide side, std::string_view name, std::uint32_t slot, std::uint64_t hold_id) {

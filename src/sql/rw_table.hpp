@@ -123,6 +123,19 @@ class RwTable {
   // same statement when given), while `hold_id` is live. False: lost.
   bool release_write(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
                      const std::string* doorbell = nullptr) const;
+  // Direct handoff of the write side: the live write `from` (this
+  // client's, releasing its last count) becomes write `to` of `owner` (same
+  // client) with count 1, the given lease and mode, and the fence 2
+  // greater, in one statement: the write side is never free in between.
+  // Only while no read is counted (as take_write; a read the releasing
+  // owner took under its write, a downgrade, keeps the write from being
+  // handed on). A head already carrying `to` is matched too, without a
+  // second fence increment: this very statement's earlier run, re-run
+  // after its outcome was unknown. The writer's doorbell stays with the
+  // session that holds it, now the new write's; intents are left alone.
+  // False: `from` is not live, or a read is counted.
+  bool hand_over_write(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to,
+                       std::uint64_t owner, std::int64_t lease_us, bool watchdog) const;
   // A count of reads with no live read behind it (a crashed client's,
   // until read_expire passes, which other reads keep raising): when no read
   // hold of `name` is live, sets the count to 0 in a new epoch. One
@@ -209,6 +222,7 @@ class RwTable {
   std::string take_read_bell_sql_;
   std::string free_write_sql_;
   std::string free_write_bell_sql_;
+  std::string hand_over_write_sql_;
   std::string free_read_sql_;
   std::string free_read_bell_sql_;
 };

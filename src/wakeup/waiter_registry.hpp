@@ -119,6 +119,25 @@ class WaiterRegistry {
   // Ends a claim: `granted` = the hold was handed over (the waiter's
   // take_grant() is true when it resumes); else it just tries again.
   static void resolve(const std::shared_ptr<Parked>& claimed, bool granted);
+  // What a release holds while it tries to hand its hold to a claimed
+  // waiter: resolves the claim when it goes, as granted once grant() was
+  // called, else as a wake. Declared before the release takes its owner
+  // lock, so the waiter (which may resume on the releasing thread) is told
+  // only after that lock is let go.
+  class ClaimedWaiter {
+   public:
+    ClaimedWaiter() = default;
+    ~ClaimedWaiter() {
+      if (waiter) resolve(waiter, granted_);
+    }
+    ClaimedWaiter(const ClaimedWaiter&) = delete;
+    ClaimedWaiter& operator=(const ClaimedWaiter&) = delete;
+    void grant() { granted_ = true; }
+    std::shared_ptr<Parked> waiter;  // null: none claimed
+
+   private:
+    bool granted_ = false;
+  };
   // Wakes every waiter of `name`.
   void wake_all(std::string_view name);
   // Names with at least one subscriber (for the poller).
