@@ -475,7 +475,8 @@ Client::Handoff Client::hand_over_write(std::string_view name, std::uint64_t own
   const std::int64_t lease_us = micros(request->lease);
   const auto run = [&] {
     return with_connection([&](Connection& c) {
-      return rw_->hand_over_write(c, name, before.hold_id, to, request->owner, lease_us, request->watchdog);
+      return rw_->hand_over_write(c, name, before.hold_id, to, request->owner, lease_us, request->watchdog,
+                                  client_key_);
     });
   };
   const std::string bell = before.doorbell_session != 0 ? rw_bell(LockSide::kWrite, name, 0) : std::string();
@@ -516,6 +517,12 @@ Client::Handoff Client::hand_over_write(std::string_view name, std::uint64_t own
   }
   rw_holds_.record_fresh(stripe, request->owner, to, 1, request->watchdog, sent + request->lease, 0,
                          before.doorbell_session, 0, before.chain_started == SteadyTime{} ? sent : before.chain_started);
+  {
+    // The statement cleared this client's mark: nothing left to unmark
+    // (writers still waiting here mark again when next refused).
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    intents_.erase(std::string(name));
+  }
   handoffs_.fetch_add(1, std::memory_order_relaxed);
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: write side of {} handed over by {}/{} to {}", printable(name), machine_id_, owner,

@@ -96,14 +96,17 @@ RwTable::RwTable(const std::string& lock_table, std::shared_ptr<spdlog::logger> 
   free_write_sql_ = free_write("0");
   free_write_bell_sql_ = free_write("0 * COALESCE(RELEASE_LOCK(?), 0)");
   // As take_write's, the count is forgotten with the write taken (it is 0,
-  // or every counted read has expired). The fence, count and epoch are
+  // or every counted read has expired), and the client's own
+  // waiting-writer mark goes with it. The fence, count and epoch are
   // assigned before hold_id, so their IFs still see the hold the row had: a
   // re-run that finds its own earlier run applied changes none of them.
   hand_over_write_sql_ = "UPDATE " + qh_ +
                          " SET fence = IF(hold_id = ?, fence, fence + 2), readers = IF(hold_id = ?, readers, 0),"
                          " read_epoch = IF(hold_id = ?, read_epoch, read_epoch + 1), state = 1, watchdog = ?,"
                          " thread_id = ?, hold_id = ?, acquired_at = NOW(6),"
-                         " expire_time = NOW(6) + INTERVAL ? MICROSECOND"
+                         " expire_time = NOW(6) + INTERVAL ? MICROSECOND,"
+                         " intent_id = IF(intent_id <=> ?, NULL, intent_id),"
+                         " intent_expire = IF(intent_id IS NULL, NULL, intent_expire)"
                          " WHERE rw_name = ? AND hold_id IN (?, ?) AND expire_time > NOW(6)"
                          " AND (readers = 0 OR read_expire IS NULL OR read_expire <= NOW(6))";
   // A read is taken from a free (or expired) slot of this client while no
@@ -299,11 +302,13 @@ bool RwTable::release_write(Connection& c, std::string_view name, std::uint64_t 
 }
 
 bool RwTable::hand_over_write(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to,
-                              std::uint64_t owner, std::int64_t lease_us, bool watchdog) const {
+                              std::uint64_t owner, std::int64_t lease_us, bool watchdog,
+                              std::uint64_t client_key) const {
   return run_statement(c, logger_, "handing a write lock over", [&] {
            auto& ps = c.prepared(hand_over_write_sql_);
-           Binder(ps).u64(to).u64(to).u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us).text(name).u64(from).u64(
-               to);
+           Binder b(ps);
+           b.u64(to).u64(to).u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us).u64(client_key);
+           b.text(name).u64(from).u64(to);
            return execute_update(ps);
          }) > 0;
 }

@@ -132,10 +132,11 @@ class RwTable {
   // handed on). A head already carrying `to` is matched too, without a
   // second fence increment: this very statement's earlier run, re-run
   // after its outcome was unknown. The writer's doorbell stays with the
-  // session that holds it, now the new write's; intents are left alone.
-  // False: `from` is not live, or a read is counted.
+  // session that holds it, now the new write's; client `client_key`'s
+  // waiting-writer mark is cleared, as by take_write. False: `from` is not
+  // live, or a read is counted.
   bool hand_over_write(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to,
-                       std::uint64_t owner, std::int64_t lease_us, bool watchdog) const;
+                       std::uint64_t owner, std::int64_t lease_us, bool watchdog, std::uint64_t client_key) const;
   // A count of reads with no live read behind it (a crashed client's,
   // until read_expire passes, which other reads keep raising): when no read
   // hold of `name` is live, sets the count to 0 in a new epoch. One
