@@ -194,6 +194,7 @@ struct RunResult {
   std::vector<std::string> violations;
   long lost_updates = 0;
   long handoffs = 0;  // holds handed straight to a local waiter (workers alive at the end)
+  long write_handoffs = 0;  // of them, write sides of "rw" (the read-write workers')
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
@@ -340,7 +341,11 @@ class Run {
       if (!s->process) continue;
       ::kill(s->process->pid(), SIGCONT);  // never leave one stopped
       if (!s->cli) {
-        if (const auto handed = s->process->wait_for_line("handoffs ", 30s)) handoffs_ += std::stol(handed->substr(9));
+        if (const auto handed = s->process->wait_for_line("handoffs ", 30s)) {
+          handoffs_ += std::stol(handed->substr(9));
+          // A read-write worker hands over nothing but write sides.
+          if (runs_rw(s->index)) write_handoffs_ += std::stol(handed->substr(9));
+        }
       }
       const auto line = s->cli ? std::optional<std::string>() : s->process->wait_for_line("threads ", 30s);
       const auto status = s->process->wait(10s);
@@ -653,6 +658,7 @@ class Run {
       else ++r.unknown;  // "unknown", or begun and never finished (killed)
     }
     r.handoffs = handoffs_;
+    r.write_handoffs = write_handoffs_;
     for (const auto& e : events_) ++r.faults[e.kind];
     for (const auto& k : faults_)
       if (is_configuration(k)) r.faults[k] = 1;
@@ -847,12 +853,14 @@ class Run {
   std::mutex violations_m_;
   std::vector<std::string> violations_;
   long handoffs_ = 0;  // direct local handoffs reported by the workers that ended the run
+  long write_handoffs_ = 0;  // of them, by the read-write workers
 };
 
 void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "\n## " << title << "\n\n| measure | value |\n|---|---|\n";
   std::cout << "| lock and permit acquisitions | " << r.acquisitions << " |\n";
   std::cout << "| of them handed straight to a local waiter (workers alive at the end) | " << r.handoffs << " |\n";
+  std::cout << "| of those, write sides of the read-write lock | " << r.write_handoffs << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
   std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "
