@@ -21,6 +21,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -299,7 +300,9 @@ struct Worker {
   void run_rw_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
     std::unique_ptr<details::Connection> db;
-    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    // args.threads of them per client (see main): local writers contend.
+    DatabaseDistributedLock& client =
+        *clients[static_cast<std::size_t>(index / std::max(1, args.threads)) % clients.size()];
     const ReadWriteLock rw = client.get_read_write_lock("rw");
     const bool lease_mode = index % 2 == 1;
     // Control run only (no fence guard): this thread's reads take a lease
@@ -442,7 +445,11 @@ int run_worker(const WorkerArgs& args) {
       worker.run_async();
     } else {
       std::vector<std::thread> threads;
-      for (int t = 0; t < args.threads; ++t) {
+      // The read-write workload runs its threads on every client (one
+      // client's threads contend locally, so the write side is handed from
+      // one to another); the others spread their threads over the clients.
+      const int count = args.rw ? args.threads * static_cast<int>(clients.size()) : args.threads;
+      for (int t = 0; t < count; ++t) {
         if (args.rw) {
           threads.emplace_back([&worker, t] { worker.run_rw_thread(t); });
         } else if (args.semaphore) {
