@@ -36,6 +36,12 @@ std::unique_ptr<WorkerThreads::Job> WorkerThreads::pop_locked() {
   return job;
 }
 
+bool WorkerThreads::deferring_here() const { return current_ == this && deferring_; }
+
+void WorkerThreads::defer_job(std::unique_ptr<Job> job) { deferred_->push_back(std::move(job)); }
+
+WorkerThreads::Deferring::Deferring() { deferring_ = current_ != nullptr; }
+
 void WorkerThreads::Deferring::close() {
   if (!deferring_) return;
   deferring_ = false;

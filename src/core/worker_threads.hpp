@@ -55,8 +55,8 @@ class WorkerThreads {
   // by a release this worker runs.
   template <class Fn>
   [[nodiscard]] bool defer(Fn&& fn) {
-    if (current_ != this || !deferring_) return false;
-    deferred_->push_back(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
+    if (!deferring_here()) return false;
+    defer_job(std::make_unique<Model<std::decay_t<Fn>>>(std::forward<Fn>(fn)));
     return true;
   }
 
@@ -67,7 +67,7 @@ class WorkerThreads {
   // deferral). Not nested; a no-op on a thread that is not a worker.
   class Deferring {
    public:
-    Deferring() { deferring_ = current_ != nullptr; }
+    Deferring();
     ~Deferring() { close(); }
     Deferring(const Deferring&) = delete;
     Deferring& operator=(const Deferring&) = delete;
@@ -98,6 +98,13 @@ class WorkerThreads {
   };
 
   void push(std::unique_ptr<Job> job);
+  // True on a worker of this pool with a Deferring scope open; defer_job
+  // queues in that scope. (The thread-local state below is touched only in
+  // worker_threads.cpp: read from inline code in other translation units,
+  // a thread_local member goes through a TLS wrapper that UBSan saw return
+  // null.)
+  bool deferring_here() const;
+  static void defer_job(std::unique_ptr<Job> job);
   void run();
   // Pops a job if there is one (mutex held).
   std::unique_ptr<Job> pop_locked();
