@@ -55,8 +55,10 @@ void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
 class Waiter {
  public:
   Waiter(DatabaseDistributedLock& client, std::string name, Owner owner, Clock::duration wait, bool keep = false)
-      : thread_([&client, name = std::move(name), owner, wait, keep, this] {
-          auto lock = client.get_lock(name, owner);
+      : Waiter(client.get_lock(std::move(name), owner), wait, keep) {}
+  // The same for any owner-bound lock (a read-write lock's write side).
+  Waiter(Lock lock, Clock::duration wait, bool keep = false)
+      : thread_([lock, wait, keep, this]() mutable {
           const bool ok = lock.try_lock_for(wait);
           acquired_at_ = Clock::now();
           got_.set_value(ok);
@@ -373,6 +375,42 @@ TEST(Handoff, AChainEndsAfterItsBoundAndTheClientHoldsBackItsOwnTakes) {
   EXPECT_TRUE(*got);
   EXPECT_EQ(handoffs(client), 1u) << "the chain went on past its bound (a handed hold forgot when its chain began)";
   EXPECT_GE(a_waits.acquired_at() - t0, 5ms) << "the client took the name back at once after the chain ended";
+}
+
+// The same bound and hold-back for the write side of a read-write lock.
+TEST(Handoff, AWriteChainEndsAfterItsBoundAndTheClientHoldsBackItsOwnWriters) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock client(options);
+  const Owner a = Owner::create();
+  const Owner b = Owner::create();
+  auto a_write = client.get_read_write_lock("cw", a).write_lock();
+  auto b_write = client.get_read_write_lock("cw", b).write_lock();
+  const auto parked = [&](std::size_t n) {
+    return wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == n; }, 10s);
+  };
+  a_write.lock();
+  {
+    Waiter b_waits(b_write, 20s, /*keep=*/true);
+    ASSERT_TRUE(parked(1));
+    a_write.unlock();  // handed to b: the chain begins
+    const auto got = b_waits.outcome(10s);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_TRUE(*got);
+  }
+  ASSERT_EQ(handoffs(client), 1u);
+  ASSERT_TRUE(b_write.is_held_by_current_thread());
+  Waiter a_waits(a_write, 20s);
+  ASSERT_TRUE(parked(1));
+  std::this_thread::sleep_for(60ms);  // past the chain's 50 ms
+  const auto t0 = Clock::now();
+  b_write.unlock();  // ends the chain: frees the write side, a takes it itself
+  const auto got = a_waits.outcome(10s);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(*got);
+  EXPECT_EQ(handoffs(client), 1u) << "the write chain went on past its bound";
+  EXPECT_GE(a_waits.acquired_at() - t0, 5ms) << "the client took the write side back at once after the chain ended";
 }
 
 // Local threads hammer one name (each release has a waiting thread to hand

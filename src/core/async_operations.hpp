@@ -52,9 +52,9 @@ class AsyncOperations {
   void run(Job&& job) {
     workers().post(std::forward<Job>(job));
   }
-  // From a job on one of the workers: runs `job()` on that worker right
-  // after the current job (see WorkerThreads::defer) and returns true;
-  // false on any other thread.
+  // Inside a WorkerThreads::Deferring scope on one of the workers: runs
+  // `job()` on that worker when the scope closes and returns true; false
+  // anywhere else (see WorkerThreads::defer).
   template <class Job>
   [[nodiscard]] bool defer(Job&& job) {
     return workers().defer(std::forward<Job>(job));

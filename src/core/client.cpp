@@ -528,16 +528,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
   const std::uint64_t hold_id = before->hold_id;
-  if (target == 0 && handoffs_enabled_.load(std::memory_order_relaxed)) {
-    if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
-      claim.waiter = waiters_.claim(name);
-    } else if (waiters_.has(std::string(name))) {
-      // Held back from now: the release rings the doorbell inside its
-      // statement, before it returns, and a local waiter woken by that ring
-      // must not beat the other client it rang for.
-      yields_.mark(name, Clock::now() + kYieldAfterChain);
-    }
-  }
+  if (target == 0) claim_for_handoff(name, *before, claim);
   bool released = false;
   try {
     if (claim.waiter) {
@@ -603,6 +594,18 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
     logger_->debug("dlock: {} released by {}/{} (count {})", printable(name), machine_id_, owner, target);
   if (target != 0) return;
   if (!claim.waiter) waiters_.wake_one(name);  // else the claim's resolution is the wake
+}
+
+void Client::claim_for_handoff(std::string_view key, const Hold& before, WaiterRegistry::ClaimedWaiter& claim) {
+  if (!handoffs_enabled_.load(std::memory_order_relaxed)) return;
+  if (before.chain_started == SteadyTime{} || Clock::now() - before.chain_started < kHandoffChain) {
+    claim.waiter = waiters_.claim(key);
+  } else if (waiters_.has(std::string(key))) {
+    // Held back from now: the release rings the doorbell inside its
+    // statement, before it returns, and a local waiter woken by that ring
+    // must not beat the other client it rang for.
+    yields_.mark(key, Clock::now() + kYieldAfterChain);
+  }
 }
 
 Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, const Hold& before,

@@ -281,6 +281,12 @@ class Client {
   // nothing was written; the caller releases as usual, and the claim's
   // resolution is the release's wake. Throws BackendError.
   enum class Handoff { kHanded, kLost, kDeclined };
+  // At the full release of `before` (its waiters under `key`: a name, or
+  // a write side's rw_key), with handoffs on: claims a local waiter while
+  // the hold's chain of handoffs is within kHandoffChain; past it, marks
+  // this client's own takes of `key` to hold back kYieldAfterChain if
+  // anyone here waits (the release then frees and rings).
+  void claim_for_handoff(std::string_view key, const Hold& before, WaiterRegistry::ClaimedWaiter& claim);
   Handoff hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
                     const std::shared_ptr<WaiterRegistry::Parked>& claimed);
   // Leaves a "seen free" hint on `name` if a local hold on it looks live

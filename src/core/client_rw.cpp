@@ -391,15 +391,7 @@ void Client::release_rw(std::string_view name, std::uint64_t owner, LockSide sid
     return is_write(side) ? rw_->release_write(c, name, hold_id, target, bell)
                           : rw_->release_read(c, name, slot, hold_id, target, bell);
   };
-  if (target == 0 && is_write(side) && handoffs_enabled_.load(std::memory_order_relaxed)) {
-    if (before->chain_started == SteadyTime{} || Clock::now() - before->chain_started < kHandoffChain) {
-      claim.waiter = waiters_.claim(key);
-    } else if (waiters_.has(key)) {
-      // The chain ends here: this client's own writers hold back, so a
-      // writer in another client, rung by this release, gets in.
-      yields_.mark(key, Clock::now() + kYieldAfterChain);
-    }
-  }
+  if (target == 0 && is_write(side)) claim_for_handoff(key, *before, claim);
   bool released = false;
   try {
     if (claim.waiter) {
