@@ -22,7 +22,7 @@ TEST(PermitRegistry, ALostPermitIsReportedOnceAndForgottenAtRelease) {
   permits.add(7, HeldPermit{"sem", true, false, t, 42});
   permits.add(8, HeldPermit{"sem", false, false, t, 0});
   ASSERT_EQ(permits.watchdog_permits().size(), 1u) << "only watchdog-mode permits are renewed";
-  EXPECT_EQ(permits.watchdog_permits()[0].first, 7u);
+  EXPECT_EQ(permits.watchdog_permits()[0].id, 7u);
   const auto lost = permits.mark_lost(7);
   ASSERT_TRUE(lost);
   EXPECT_EQ(lost->name, "sem");
@@ -44,11 +44,33 @@ TEST(PermitRegistry, ExtendMovesOnlyLivePermits) {
   permits.add(1, HeldPermit{"a", true, false, t, 0});
   permits.add(2, HeldPermit{"a", true, false, t, 0});
   (void)permits.mark_lost(2);
-  permits.extend({1, 2, 3}, t + 1h);
-  for (const auto& [id, deadline] : permits.watchdog_permits()) {
-    EXPECT_EQ(id, 1u);
-    EXPECT_EQ(deadline, t + 1h);
+  permits.add(4, HeldPermit{"a", false, false, t, 0});
+  permits.extend({1, 2, 3, 4}, t + 1h);
+  for (const auto& watched : permits.watchdog_permits()) {
+    EXPECT_EQ(watched.id, 1u);
+    EXPECT_EQ(watched.deadline, t + 1h);
   }
+  // A fixed lease is never extended (not even when a watchdog tick that
+  // saw the id under its earlier holder, before a handoff, extends it).
+  EXPECT_EQ(permits.remove(4)->deadline, t);
+}
+
+TEST(PermitRegistry, APermitHandedOverUnderItsIdIsNotMarkedLostForItsEarlierHolder) {
+  // A release hands the permit to a local waiter under the same id: the
+  // registry entry is removed and added again. A watchdog tick working from
+  // a snapshot taken before must not mark the new holder's permit lost.
+  PermitRegistry permits;
+  const auto t = Clock::now();
+  permits.add(9, HeldPermit{"a", true, false, t, 5});
+  const auto seen = permits.watchdog_permits();
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_TRUE(permits.remove(9));
+  permits.add(9, HeldPermit{"a", true, false, t + 1h, 5});
+  EXPECT_FALSE(permits.mark_lost(9, seen[0].generation)) << "the snapshot's permit is gone";
+  EXPECT_FALSE(permits.remove(9)->lost);
+  permits.add(9, HeldPermit{"a", true, false, t, 5});
+  const auto now_seen = permits.watchdog_permits();
+  EXPECT_TRUE(permits.mark_lost(9, now_seen[0].generation)) << "the very permit the snapshot saw";
 }
 
 TEST(SemaphoreKeys, WaitsAndDoorbellsNeverMeetALockName) {

@@ -44,7 +44,8 @@ void AsyncAcquire::post_step() {
 void AsyncAcquire::step() {
   // Handed the hold by a local release while parked (even if a cancel came
   // meanwhile: the wait ended with the lock, as if acquired just before).
-  if (take_grant()) return finish(nullptr, 1);
+  // What was handed: 1 for a lock hold, a permit's id.
+  if (const std::uint64_t grant = take_grant()) return finish(nullptr, grant);
   if (cancelled_) return finish(cancelled_error(), 0);
   AcquireStep next;
   std::exception_ptr error;
@@ -100,9 +101,8 @@ void AsyncAcquire::wake() {
 }
 
 const AcquireRequest* AsyncAcquire::handoff_request() const {
-  if (request_.permits != 0 || (request_.side != LockSide::kMutex && request_.side != LockSide::kWrite) ||
-      cancelled_)
-    return nullptr;
+  const bool handed_over = request_.permits != 0 || request_.side == LockSide::kMutex || request_.side == LockSide::kWrite;
+  if (!handed_over || cancelled_) return nullptr;
   return &request_;
 }
 

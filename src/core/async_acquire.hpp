@@ -47,8 +47,8 @@ class AsyncAcquire final : public WaiterRegistry::Parked,
   AsyncAcquire(Client& client, AcquireRequest request, std::unique_ptr<asio_impl::AsyncCompletion> completion);
 
   void wake() override;                       // WaiterRegistry: woken while parked
-  // WaiterRegistry: a mutex or write-side wait not cancelled accepts a
-  // handed-over hold.
+  // WaiterRegistry: a mutex, write-side or permit wait not cancelled
+  // accepts a handed-over hold (or permit).
   const AcquireRequest* handoff_request() const override;
   void expired(std::uint64_t park) override;  // DeadlineQueue: a park's deadline passed
   void cancel() override;                     // cancel(owner), a slot, shutdown

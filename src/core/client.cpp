@@ -308,17 +308,20 @@ AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
   // A mutex or write-side waiter can be handed the hold by a local release
   // (hand_over, hand_over_write).
+  // So can a permit waiter (hand_over_permit).
   const bool claimable =
-      request.permits == 0 && (request.side == LockSide::kMutex || request.side == LockSide::kWrite);
+      request.permits != 0 || request.side == LockSide::kMutex || request.side == LockSide::kWrite;
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
     AcquireStep step = attempt_step(request);
     if (step.next != AcquireStep::Next::kWait) return step;
+    std::uint64_t grant = 0;
     if (!claimable) {
       subscription.wait_for(step.wait);
-    } else if (subscription.wait_claimable(step.wait, &request, interrupted) ==
+    } else if (subscription.wait_claimable(step.wait, &request, interrupted, &grant) ==
                WaiterRegistry::Subscription::Woken::kGranted) {
       step.next = AcquireStep::Next::kAcquired;
+      if (request.permits != 0) step.permit = grant;  // the permit's id
       return step;
     }
   }
@@ -528,7 +531,7 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
   const std::uint64_t hold_id = before->hold_id;
-  if (target == 0) claim_for_handoff(name, *before, claim);
+  if (target == 0) claim_for_handoff(name, before->chain_started, claim);
   bool released = false;
   try {
     if (claim.waiter) {
@@ -596,9 +599,9 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
   if (!claim.waiter) waiters_.wake_one(name);  // else the claim's resolution is the wake
 }
 
-void Client::claim_for_handoff(std::string_view key, const Hold& before, WaiterRegistry::ClaimedWaiter& claim) {
+void Client::claim_for_handoff(std::string_view key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim) {
   if (!handoffs_enabled_.load(std::memory_order_relaxed)) return;
-  if (before.chain_started == SteadyTime{} || Clock::now() - before.chain_started < kHandoffChain) {
+  if (chain_started == SteadyTime{} || Clock::now() - chain_started < kHandoffChain) {
     claim.waiter = waiters_.claim(key);
   } else if (waiters_.has(std::string(key))) {
     // Held back from now: the release rings the doorbell inside its

@@ -44,7 +44,9 @@
 // live_deadline), unless the poller or a force-unlock here saw the row free
 // meanwhile (a free hint). The write side of a read-write lock is handed
 // over the same way (RwTable::hand_over_write: fence + 2, only while no
-// read is counted), with the same chain bound and hold-back.
+// read is counted), and so is a semaphore permit (SemaphoreTable::
+// hand_over: the permit keeps its id and doorbell), with the same chain
+// bound and hold-back.
 //
 // Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
 // the same statement and remember which pooled session did; the full release
@@ -286,7 +288,8 @@ class Client {
   // the hold's chain of handoffs is within kHandoffChain; past it, marks
   // this client's own takes of `key` to hold back kYieldAfterChain if
   // anyone here waits (the release then frees and rings).
-  void claim_for_handoff(std::string_view key, const Hold& before, WaiterRegistry::ClaimedWaiter& claim);
+  // `chain_started`: the released hold's (or permit's).
+  void claim_for_handoff(std::string_view key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim);
   Handoff hand_over(std::string_view name, std::uint64_t owner, const Hold& before,
                     const std::shared_ptr<WaiterRegistry::Parked>& claimed);
   // Leaves a "seen free" hint on `name` if a local hold on it looks live
@@ -342,6 +345,13 @@ class Client {
   // permit's doorbell with it (0 if none).
   bool take_permit(std::string_view name, std::uint32_t permits, const PermitHolder& holder, std::int64_t lease_us,
                    bool watchdog, std::uint64_t& doorbell_session);
+  // hand_over for permit `id` of semaphore `name` (`held`: what the
+  // registry knew of it; the release has removed it). Handed: the claimed
+  // waiter's permit under the same id, its doorbell on the same session.
+  // The same outcomes; declined before any SQL for a waiter whose bound is
+  // below the permit's, or when the permit's local lease has run out.
+  Handoff hand_over_permit(std::string_view name, std::uint64_t id, const HeldPermit& held,
+                           const std::shared_ptr<WaiterRegistry::Parked>& claimed);
   // Watches the doorbells of these holds (kind 'p': permits of semaphore
   // `name`; 'q': read holds of read-write lock `name`; of other clients)
   // for the waiters here, and stops watching the ones it watched for the

@@ -391,7 +391,7 @@ void Client::release_rw(std::string_view name, std::uint64_t owner, LockSide sid
     return is_write(side) ? rw_->release_write(c, name, hold_id, target, bell)
                           : rw_->release_read(c, name, slot, hold_id, target, bell);
   };
-  if (target == 0 && is_write(side)) claim_for_handoff(key, *before, claim);
+  if (target == 0 && is_write(side)) claim_for_handoff(key, before->chain_started, claim);
   bool released = false;
   try {
     if (claim.waiter) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "api/validation.hpp"
@@ -128,12 +129,19 @@ void Client::arm_hold_bells(char kind, const std::string& name, const std::vecto
 
 AcquireStep Client::attempt_permit_step(const AcquireRequest& r) {
   const SemaphoreTable& table = semaphore_table();
+  if (!r.single_attempt) {
+    // A chain of permit handoffs to this client's waiters just ended: hold
+    // back (no SQL), so a waiter in another client gets the freed slot.
+    if (const Micros left = yields_.left(r.waiter_key); left > Micros::zero()) return wait_step(r, left.count());
+  }
   CallBudget budget(options_.io_timeout);
   const PermitHolder holder{machine_id_, new_hold_id(), host_, pid_};
   const auto sent = Clock::now();
   std::uint64_t doorbell_session = 0;
   if (take_permit(r.name, r.permits, holder, micros(r.lease), r.watchdog, doorbell_session)) {
-    permits_.add(holder.hold_id, HeldPermit{r.name, r.watchdog, false, sent + r.lease, doorbell_session});
+    HeldPermit held{r.name, r.watchdog, false, sent + r.lease, doorbell_session};
+    held.permits = r.permits;
+    permits_.add(holder.hold_id, std::move(held));
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: permit of semaphore {} acquired by {} ({})", printable(r.name), machine_id_,
                      r.watchdog ? "watchdog" : "fixed lease");
@@ -222,6 +230,9 @@ bool Client::take_permit(std::string_view name, std::uint32_t permits, const Per
 
 void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
   try {
+    // A local waiter claimed for a handoff: told once the release is done,
+    // whatever its outcome (see Client::release).
+    WaiterRegistry::ClaimedWaiter claim;
     const auto held = permits_.remove(id);
     if (!held) return;  // released before
     if (held->lost) {
@@ -229,9 +240,23 @@ void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
       logger_->debug("dlock: released permit of semaphore {} had been lost", printable(name));
       return;
     }
+    const std::string key = semaphore_key(name);
     bool released = false;
     try {
       CallBudget budget(options_.io_timeout);
+      claim_for_handoff(key, held->chain_started, claim);
+      if (claim.waiter) {
+        switch (hand_over_permit(name, id, *held, claim.waiter)) {
+          case Handoff::kHanded:
+            claim.grant(id);  // it holds the permit, under the same id
+            return;
+          case Handoff::kLost:
+            report_lost_permit(name, "its lease ran out or it was force-released");
+            return;  // the claim's wake lets the waiter try a slot
+          case Handoff::kDeclined:
+            break;
+        }
+      }
       try {
         // The doorbell belongs to the session that took it: free the slot
         // there and ring in the same statement (see release_ringing).
@@ -252,11 +277,65 @@ void Client::release_permit(std::string_view name, std::uint64_t id) noexcept {
       logger_->warn("dlock: could not release a permit of semaphore {}; it is freed when its lease ends: {}",
                     printable(name), e.what());
     }
-    // A local waiter may take the freed slot now.
-    waiters_.wake_one(semaphore_key(name));
+    // A local waiter may take the freed slot now (a claimed one is woken
+    // by the claim's resolution).
+    if (!claim.waiter) waiters_.wake_one(key);
   } catch (...) {
     // Logging or allocation failed: the lease will end.
   }
+}
+
+Client::Handoff Client::hand_over_permit(std::string_view name, std::uint64_t id, const HeldPermit& held,
+                                         const std::shared_ptr<WaiterRegistry::Parked>& claimed) {
+  // The request stays valid until the claim is resolved: its waiter waits.
+  const AcquireRequest* request = claimed->handoff_request();
+  if (request == nullptr || request->permits == 0) return Handoff::kDeclined;  // interrupted since
+  const auto now = Clock::now();
+  if (!request->forever && now >= request->deadline) return Handoff::kDeclined;
+  // The slot is below the bound the permit was taken under; a waiter with
+  // a lower bound might not fit in it.
+  if (request->permits < held.permits) return Handoff::kDeclined;
+  // The lease may have run out (the watchdog could not renew): let the
+  // release find out, rather than hand over what may be gone.
+  if (held.deadline <= now) return Handoff::kDeclined;
+
+  const std::int64_t lease_us = micros(request->lease);
+  const auto run = [&](Connection& c) {
+    return semaphores_->hand_over(c, id, request->permits, lease_us, request->watchdog);
+  };
+  auto sent = now;
+  bool handed = false;
+  try {
+    try {
+      handed = with_connection(run);
+    } catch (const OutcomeUnknown& e) {
+      // The permit keeps its id, so the row cannot tell whether the handoff
+      // landed; but while the id is live the permit is this client's either
+      // way, and running the statement again only restarts the new lease
+      // once more (and bumps the fence once more). Not live: it was lost.
+      logger_->warn("dlock: permit of semaphore {}: {}; reading whether it is still held", printable(name), e.what());
+      PooledConnection fresh = pool_.acquire_fresh();
+      sent = Clock::now();
+      handed = semaphores_->read_permit(*fresh, id) && run(*fresh);
+    }
+  } catch (const BackendError&) {
+    // The permit stays in its slot until its lease ends (as after a failed
+    // release); its doorbell must not stay with it.
+    forget_permit_bell(held, id);
+    throw;
+  }
+  if (!handed) {
+    forget_permit_bell(held, id);
+    return Handoff::kLost;
+  }
+  HeldPermit next{held.name, request->watchdog, false, sent + request->lease, held.doorbell_session};
+  next.permits = request->permits;
+  next.chain_started = held.chain_started == SteadyTime{} ? sent : held.chain_started;
+  permits_.add(id, std::move(next));
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: permit of semaphore {} handed over by {} to a waiter here", printable(name), machine_id_);
+  return Handoff::kHanded;
 }
 
 void Client::report_lost_permit(std::string_view name, const char* why) {
@@ -310,11 +389,13 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   CallBudget budget(std::min(options_.io_timeout, renew_period()));
   const auto now = Clock::now();
   std::vector<std::uint64_t> ids;
-  for (const auto& [id, deadline] : refs) {
-    if (deadline > now) {
-      ids.push_back(id);
-    } else if (auto was = permits_.mark_lost(id)) {
-      forget_permit_bell(*was, id);
+  std::unordered_map<std::uint64_t, std::uint64_t> generation;  // of what the snapshot saw, by id
+  for (const auto& seen : refs) {
+    generation[seen.id] = seen.generation;
+    if (seen.deadline > now) {
+      ids.push_back(seen.id);
+    } else if (auto was = permits_.mark_lost(seen.id, seen.generation)) {
+      forget_permit_bell(*was, seen.id);
       report_lost_permit(was->name, "renewal failed past the lease");
     }
   }
@@ -340,7 +421,7 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   const std::unordered_set<std::uint64_t> live_set(live.begin(), live.end());
   for (auto id : ids) {
     if (live_set.count(id) != 0) continue;
-    if (auto was = permits_.mark_lost(id)) {
+    if (auto was = permits_.mark_lost(id, generation[id])) {
       forget_permit_bell(*was, id);
       report_lost_permit(was->name, "the watchdog found it expired or force-released");
     }

@@ -9,6 +9,12 @@
 // the watchdog stays registered, marked lost, until its Permit is released,
 // so that release does not report the loss a second time.
 //
+// A permit handed straight to a local waiter at its release (Client::
+// hand_over_permit) keeps its id: its entry is removed by the release and
+// added again for the new holder. Each add() gets a new generation, so the
+// watchdog, which works from a snapshot, never marks the new holder's
+// permit lost for what it saw of the old one.
+//
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
@@ -30,12 +36,26 @@ struct HeldPermit {
   // Server id of the pooled session that took the permit's doorbell (see
   // doorbell.hpp); 0 when none was taken.
   std::uint64_t doorbell_session = 0;
+  // The bound it was acquired under (its slot is below it).
+  std::uint32_t permits = 0;
+  // When the chain of local handoffs this permit is part of began (the
+  // first handoff's statement); zero if it was taken, not handed over.
+  std::chrono::steady_clock::time_point chain_started{};
+  std::uint64_t generation = 0;  // set by PermitRegistry::add
+};
+
+// A live watchdog-mode permit as the watchdog's snapshot saw it.
+struct WatchedPermit {
+  std::uint64_t id = 0;
+  std::chrono::steady_clock::time_point deadline{};
+  std::uint64_t generation = 0;
 };
 
 class PermitRegistry {
  public:
   void add(std::uint64_t id, HeldPermit permit) {
     std::lock_guard<std::mutex> guard(mutex_);
+    permit.generation = ++generations_;
     permits_[id] = std::move(permit);
   }
   // Forgets the permit and returns what was known of it (nullopt: unknown).
@@ -47,29 +67,31 @@ class PermitRegistry {
     permits_.erase(it);
     return permit;
   }
-  // Live watchdog-mode permits: (id, deadline) pairs.
-  std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> watchdog_permits() const {
+  // Live watchdog-mode permits.
+  std::vector<WatchedPermit> watchdog_permits() const {
     std::lock_guard<std::mutex> guard(mutex_);
-    std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> out;
+    std::vector<WatchedPermit> out;
     for (const auto& [id, p] : permits_)
-      if (p.watchdog && !p.lost) out.emplace_back(id, p.deadline);
+      if (p.watchdog && !p.lost) out.push_back(WatchedPermit{id, p.deadline, p.generation});
     return out;
   }
-  // Moves the deadline of each still-live permit among `ids`.
+  // Moves the deadline of each still-live watchdog-mode permit among `ids`
+  // (a fixed lease is never renewed; the renewing statement skips it too).
   void extend(const std::vector<std::uint64_t>& ids, std::chrono::steady_clock::time_point deadline) {
     std::lock_guard<std::mutex> guard(mutex_);
     for (auto id : ids) {
       auto it = permits_.find(id);
-      if (it != permits_.end() && !it->second.lost) it->second.deadline = deadline;
+      if (it != permits_.end() && !it->second.lost && it->second.watchdog) it->second.deadline = deadline;
     }
   }
-  // Marks a permit lost and forgets its doorbell session; returns what it
-  // was if it was live (the caller reports the loss once and gives the
-  // doorbell back).
-  std::optional<HeldPermit> mark_lost(std::uint64_t id) {
+  // Marks permit `id` lost and forgets its doorbell session, if it is still
+  // the one of `generation` (0: whichever); returns what it was if it was
+  // live (the caller reports the loss once and gives the doorbell back).
+  std::optional<HeldPermit> mark_lost(std::uint64_t id, std::uint64_t generation = 0) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = permits_.find(id);
     if (it == permits_.end() || it->second.lost) return std::nullopt;
+    if (generation != 0 && it->second.generation != generation) return std::nullopt;
     HeldPermit was = it->second;
     it->second.lost = true;
     it->second.doorbell_session = 0;
@@ -91,6 +113,7 @@ class PermitRegistry {
  private:
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, HeldPermit> permits_;
+  std::uint64_t generations_ = 0;
 };
 
 }  // namespace dlock::details

@@ -85,6 +85,11 @@ SemaphoreTable::SemaphoreTable(std::string lock_table, std::shared_ptr<spdlog::l
   release_doorbell_sql_ = "UPDATE " + quoted_ + " SET " + kCleared +
                           ", permits = permits + 0 * COALESCE(RELEASE_LOCK(?), 0)"
                           " WHERE hold_id = ? AND expire_time > NOW(6)";
+  // Same id, same client: holder columns stay; the doorbell named after
+  // the id stays held by its session.
+  hand_over_sql_ = "UPDATE " + quoted_ +
+                   " SET fence = fence + 1, permits = ?, acquired_at = NOW(6), watchdog = ?,"
+                   " expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE hold_id = ? AND expire_time > NOW(6)";
   read_permit_sql_ = std::string("SELECT ") + kPermitColumns + " FROM " + quoted_ +
                      " WHERE hold_id = ? AND expire_time > NOW(6)";
   // GROUP_CONCAT keeps the statement one row; the server's
@@ -210,6 +215,15 @@ bool SemaphoreTable::release(Connection& c, std::uint64_t hold_id, const std::st
   // A lost permit's statement matched no row: its doorbell is still ours.
   if (!released && doorbell != nullptr) give_back(c, *doorbell);
   return released;
+}
+
+bool SemaphoreTable::hand_over(Connection& c, std::uint64_t hold_id, std::uint32_t permits, std::int64_t lease_us,
+                               bool watchdog) const {
+  return run_statement(c, logger_, "handing over a semaphore permit", [&] {
+           auto& ps = c.prepared(hand_over_sql_);
+           Binder(ps).u64(permits).flag(watchdog).i64(lease_us).u64(hold_id);
+           return execute_update(ps);
+         }) == 1;
 }
 
 std::size_t SemaphoreTable::renew(Connection& c, const std::vector<std::uint64_t>& hold_ids,

@@ -12,6 +12,12 @@
 // Uncontended, after a name's first use, an acquire and a release are one
 // statement each. Each take of a slot bumps its fence.
 //
+// Handoff: a release with a local waiter can hand its permit straight to
+// it (one UPDATE matching the id while the lease runs: the new holder's
+// bound, mode and lease, fence + 1; the slot is never free in between).
+// The permit keeps its id, so its doorbell stays held on the session that
+// took it and waiters elsewhere keep watching it.
+//
 // Every later statement of a permit (release, renew, reconciling read)
 // matches its id. A statement re-run after an unknown outcome cannot take a
 // second slot: the id is unique, so the re-run fails with a duplicate key
@@ -109,6 +115,14 @@ class SemaphoreTable {
   // `doorbell` (may be null): given back in the same statement when the
   // permit is freed.
   bool release(Connection& c, std::uint64_t hold_id, const std::string* doorbell = nullptr) const;
+  // Makes live permit `hold_id` a new holder's under the same id: bound
+  // `permits` (at least the one it was taken under), a new lease from now
+  // in mode `watchdog`, fence + 1, acquired now. False: the permit was
+  // lost. Running it twice only restarts the lease again and bumps the
+  // fence once more, so after an unknown outcome it may be run again while
+  // the permit is live.
+  bool hand_over(Connection& c, std::uint64_t hold_id, std::uint32_t permits, std::int64_t lease_us,
+                 bool watchdog) const;
   // Restarts the leases of these live permits. Returns how many were renewed.
   std::size_t renew(Connection& c, const std::vector<std::uint64_t>& hold_ids, std::int64_t lease_us) const;
   // The ids among `hold_ids` whose permits are live.
@@ -141,6 +155,7 @@ class SemaphoreTable {
   std::string release_doorbell_sql_;
   std::string grow_sql_;
   std::string release_sql_;
+  std::string hand_over_sql_;
   std::string read_permit_sql_;
   std::string use_sql_;
   std::string force_sql_;

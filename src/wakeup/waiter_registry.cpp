@@ -73,7 +73,8 @@ class BlockedThread final : public WaiterRegistry::Parked {
 
 WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable(std::chrono::microseconds timeout,
                                                                                 const AcquireRequest* request,
-                                                                                const std::atomic<bool>* interrupted) {
+                                                                                const std::atomic<bool>* interrupted,
+                                                                                std::uint64_t* grant) {
   auto self = std::make_shared<BlockedThread>(request, interrupted);
   if (!park(self)) return Woken::kWoken;  // a wake was waiting as a permit
   if (!self->wait_for(timeout)) {
@@ -82,7 +83,10 @@ WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable
     // claim, once the releaser's statement is done).
     self->wait();
   }
-  return self->take_grant() ? Woken::kGranted : Woken::kWoken;
+  const std::uint64_t handed = self->take_grant();
+  if (handed == 0) return Woken::kWoken;
+  if (grant != nullptr) *grant = handed;
+  return Woken::kGranted;
 }
 
 bool WaiterRegistry::Subscription::park(std::shared_ptr<Parked> waiter) {
@@ -150,8 +154,8 @@ std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(std::string_view n
   return nullptr;
 }
 
-void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, bool granted) {
-  claimed->granted_ = granted;
+void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, std::uint64_t grant) {
+  claimed->grant_ = grant;
   claimed->wake();
 }
 

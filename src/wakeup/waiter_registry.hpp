@@ -8,12 +8,12 @@
 // removed from the entry and its Parked::wake() is called), else to a
 // blocked thread, else it is kept as a permit for the next waiter to look.
 //
-// Handoff: a lock waiter may wait as a claimable waiter (a parked
+// Handoff: a lock or permit waiter may wait as a claimable waiter (a parked
 // continuation whose handoff_request() names its request, or a thread in
 // Subscription::wait_claimable). A release that has such a waiter can
-// claim() it, take it out of the entry as a wake would, hand the hold to it
-// in the database, and resolve() the claim: the waiter then resumes already
-// holding the lock (Parked::take_grant()), or, when the handoff did not
+// claim() it, take it out of the entry as a wake would, hand the hold (or
+// permit) to it in the database, and resolve() the claim: the waiter then
+// resumes already holding it (Parked::take_grant()), or, when the handoff did not
 // happen, simply tries again. A claimed waiter does not give up on its own
 // (a timeout or a cancellation finds it no longer parked) until resolved.
 //
@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -59,16 +60,17 @@ class WaiterRegistry {
     // request the hold is handed over for. Called under the entry's mutex
     // by claim(); must not block. Default: only wakes.
     virtual const AcquireRequest* handoff_request() const { return nullptr; }
-    // True once after a wake that came with the hold handed over (see
-    // resolve()); consumes it.
-    bool take_grant() { return granted_.exchange(false); }
-    // The same without consuming it: true inside wake() when the wake comes
-    // with the hold handed over.
-    bool granted() const { return granted_.load(); }
+    // Once after a wake that came with the hold handed over (see
+    // resolve()): what was handed (1 for a lock hold, a permit's id);
+    // consumes it. 0: nothing was handed.
+    std::uint64_t take_grant() { return grant_.exchange(0); }
+    // Without consuming it: true inside wake() when the wake comes with the
+    // hold handed over.
+    bool granted() const { return grant_.load() != 0; }
 
    private:
     friend class WaiterRegistry;
-    std::atomic<bool> granted_{false};
+    std::atomic<std::uint64_t> grant_{0};
     bool parked_ = false;  // guarded by the entry's mutex
     std::list<std::shared_ptr<Parked>>::iterator where_;
   };
@@ -83,13 +85,14 @@ class WaiterRegistry {
     // Blocks the calling thread until woken or `timeout` passes. True if woken.
     bool wait_for(std::chrono::microseconds timeout);
     enum class Woken { kTimedOut, kWoken, kGranted };
-    // The same for a lock waiter that accepts a handoff: the thread waits as
-    // a parked waiter whose handoff_request() is `request` (while
+    // The same for a waiter that accepts a handoff: the thread waits as a
+    // parked waiter whose handoff_request() is `request` (while
     // `interrupted`, which may be null, is false). kGranted: a release
-    // handed it the hold. Once claimed it waits for the claim's resolution
+    // handed it the hold, and `grant` (if not null) gets what was handed
+    // (see take_grant). Once claimed it waits for the claim's resolution
     // even past `timeout` (the releaser's statement, within its budget).
     Woken wait_claimable(std::chrono::microseconds timeout, const AcquireRequest* request,
-                         const std::atomic<bool>* interrupted);
+                         const std::atomic<bool>* interrupted, std::uint64_t* grant = nullptr);
     // Parks `waiter` until a wake: false (not parked) if a wake is already
     // waiting as a permit; the caller then consumes it and tries again now.
     // A waiter is parked at most once at a time.
@@ -116,27 +119,29 @@ class WaiterRegistry {
   // of the entry, as a wake would. Null if there is none. The caller must
   // resolve() it exactly once, promptly: the waiter waits for that.
   [[nodiscard]] std::shared_ptr<Parked> claim(std::string_view name);
-  // Ends a claim: `granted` = the hold was handed over (the waiter's
-  // take_grant() is true when it resumes); else it just tries again.
-  static void resolve(const std::shared_ptr<Parked>& claimed, bool granted);
+  // Ends a claim: `grant` nonzero = the hold was handed over, and this is
+  // what the waiter's take_grant() returns when it resumes (1 for a lock
+  // hold, a permit's id); 0 = it just tries again.
+  static void resolve(const std::shared_ptr<Parked>& claimed, std::uint64_t grant);
   // What a release holds while it tries to hand its hold to a claimed
-  // waiter: resolves the claim when it goes, as granted once grant() was
-  // called, else as a wake. Declared before the release takes its owner
+  // waiter: resolves the claim when it goes, as granted (with what grant()
+  // was given) once grant() was called, else as a wake. Declared before the release takes its owner
   // lock, so the waiter (which may resume on the releasing thread) is told
   // only after that lock is let go.
   class ClaimedWaiter {
    public:
     ClaimedWaiter() = default;
     ~ClaimedWaiter() {
-      if (waiter) resolve(waiter, granted_);
+      if (waiter) resolve(waiter, grant_);
     }
     ClaimedWaiter(const ClaimedWaiter&) = delete;
     ClaimedWaiter& operator=(const ClaimedWaiter&) = delete;
-    void grant() { granted_ = true; }
+    // `what`: 1 for a lock hold, the permit's id for a permit (never 0).
+    void grant(std::uint64_t what = 1) { grant_ = what; }
     std::shared_ptr<Parked> waiter;  // null: none claimed
 
    private:
-    bool granted_ = false;
+    std::uint64_t grant_ = 0;
   };
   // Wakes every waiter of `name`.
   void wake_all(std::string_view name);

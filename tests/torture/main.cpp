@@ -195,6 +195,7 @@ struct RunResult {
   long lost_updates = 0;
   long handoffs = 0;  // holds handed straight to a local waiter (workers alive at the end)
   long write_handoffs = 0;  // of them, write sides of "rw" (the read-write workers')
+  long permit_handoffs = 0;  // of them, permits of "sem" (the semaphore workers')
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
@@ -345,6 +346,8 @@ class Run {
           handoffs_ += std::stol(handed->substr(9));
           // A read-write worker hands over nothing but write sides.
           if (runs_rw(s->index)) write_handoffs_ += std::stol(handed->substr(9));
+          // A semaphore worker, nothing but permits.
+          if (runs_semaphore(s->index)) permit_handoffs_ += std::stol(handed->substr(9));
         }
       }
       const auto line = s->cli ? std::optional<std::string>() : s->process->wait_for_line("threads ", 30s);
@@ -659,6 +662,7 @@ class Run {
     }
     r.handoffs = handoffs_;
     r.write_handoffs = write_handoffs_;
+    r.permit_handoffs = permit_handoffs_;
     for (const auto& e : events_) ++r.faults[e.kind];
     for (const auto& k : faults_)
       if (is_configuration(k)) r.faults[k] = 1;
@@ -854,6 +858,7 @@ class Run {
   std::vector<std::string> violations_;
   long handoffs_ = 0;  // direct local handoffs reported by the workers that ended the run
   long write_handoffs_ = 0;  // of them, by the read-write workers
+  long permit_handoffs_ = 0;  // of them, by the semaphore workers
 };
 
 void print_summary(const RunResult& r, const std::string& title) {
@@ -861,6 +866,7 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| lock and permit acquisitions | " << r.acquisitions << " |\n";
   std::cout << "| of them handed straight to a local waiter (workers alive at the end) | " << r.handoffs << " |\n";
   std::cout << "| of those, write sides of the read-write lock | " << r.write_handoffs << " |\n";
+  std::cout << "| of those, semaphore permits | " << r.permit_handoffs << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
   std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "
@@ -886,7 +892,8 @@ int orchestrate(Config cfg) {
   std::filesystem::create_directories(cfg.out);
   std::cout << "# dlock torture: " << cfg.workers << " workers x " << cfg.threads << " threads (" << cfg.async_workers
             << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads; " << cfg.semaphore_workers
-            << " on semaphore \"sem\" of " << kSemaphorePermits << " permits; " << cfg.rw_workers
+            << " on semaphore \"sem\" of " << kSemaphorePermits << " permits with " << cfg.threads + kSemaphorePermits
+            << " threads; " << cfg.rw_workers
             << " on read-write lock \"rw\"), " << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")

@@ -447,8 +447,12 @@ int run_worker(const WorkerArgs& args) {
       std::vector<std::thread> threads;
       // The read-write workload runs its threads on every client (one
       // client's threads contend locally, so the write side is handed from
-      // one to another); the others spread their threads over the clients.
-      const int count = args.rw ? args.threads * static_cast<int>(clients.size()) : args.threads;
+      // one to another); the semaphore workload runs more threads than
+      // permits (so they wait, and permits are handed from one to another);
+      // the others spread their threads over the clients.
+      const int count = args.rw          ? args.threads * static_cast<int>(clients.size())
+                        : args.semaphore ? args.threads + kSemaphorePermits
+                                         : args.threads;
       for (int t = 0; t < count; ++t) {
         if (args.rw) {
           threads.emplace_back([&worker, t] { worker.run_rw_thread(t); });
