@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "core/client_access.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -122,6 +123,29 @@ TEST(Semaphore, TryAcquireRulesAndALocalReleaseWakesAWaiterAtOnce) {
   releaser.join();
   ASSERT_TRUE(third);
   EXPECT_LT(waited, 5s) << "woken by the local release, not by a 60 s poll or a lease";
+}
+
+// The poller's "a permit is free" test needs each waited-for semaphore's
+// bound; it is kept only while someone here waits, so a client that waits
+// on ever new names (a semaphore per entity) does not grow for ever.
+TEST(Semaphore, ABoundIsKeptForThePollerOnlyWhileSomeoneWaits) {
+  Options o = fresh_options();
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock waiter(same_table(o));
+  details::Client& waiting = details::ClientAccess::of(waiter);
+  std::vector<Permit> held;
+  for (int i = 0; i < 3; ++i) held.push_back(holder.get_semaphore("b" + std::to_string(i), 1).acquire());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(waiter.get_semaphore("b" + std::to_string(i), 1).try_acquire(50ms));
+  EXPECT_EQ(waiting.semaphore_bounds_known(), 0u) << "the bounds of ended waits stayed";
+  std::promise<bool> got;
+  std::thread t([&] { got.set_value(waiter.get_semaphore("b0", 1).try_acquire(30s).has_value()); });
+  ASSERT_TRUE(wait_until([&] { return waiting.semaphore_bounds_known() == 1; }, 10s));
+  held[0].release();
+  auto acquired = got.get_future();
+  ASSERT_EQ(acquired.wait_for(20s), std::future_status::ready);
+  t.join();
+  EXPECT_TRUE(acquired.get());
+  EXPECT_EQ(waiting.semaphore_bounds_known(), 0u);
 }
 
 TEST(Semaphore, PermitIsMoveOnlyAndReleasesExactlyOnce) {

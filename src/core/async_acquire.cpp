@@ -34,7 +34,10 @@ AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request,
     : client_(client), request_(std::move(request)), completion_(std::move(completion)) {
   // Subscribed before the first attempt, as the synchronous driver is: a
   // release between a refused attempt and the park is kept as a permit.
-  if (!request_.single_attempt) subscription_.emplace(client_.waiters(), request_.waiter_key);
+  if (!request_.single_attempt) {
+    subscription_.emplace(client_.waiters(), request_.waiter_key);
+    client_.waiting_started(request_);
+  }
 }
 
 void AsyncAcquire::post_step() {

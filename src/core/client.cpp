@@ -272,8 +272,30 @@ AcquireStep Client::wait_step(const AcquireRequest& r, std::int64_t ttl_us) {
   return step;
 }
 
+void Client::waiting_started(const AcquireRequest& request) {
+  if (request.permits == 0) return;
+  std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
+  semaphore_bounds_[request.name] = request.permits;
+}
+
+std::size_t Client::semaphore_bounds_known() {
+  std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
+  return semaphore_bounds_.size();
+}
+
 void Client::waiting_ended(const std::string& key) {
   if (waiters_.has(key)) return;
+  if (is_semaphore_key(key)) {
+    {
+      // Checked again under the mutex: a waiter that subscribed since
+      // notes its bound under it, after subscribing.
+      std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
+      if (waiters_.has(key)) return;
+      semaphore_bounds_.erase(key.substr(2));
+    }
+    if (doorbells_) arm_hold_bells('p', key.substr(2), {});  // stops watching its permits' doorbells
+    return;
+  }
   if (is_rw_key(key)) {
     const std::string name = key.substr(2);
     if (key[1] == 'w') unmark_intent(name);  // readers are no longer held back by this client's writers
@@ -283,12 +305,7 @@ void Client::waiting_ended(const std::string& key) {
     }
     return;
   }
-  if (!doorbells_) return;
-  if (is_semaphore_key(key)) {
-    arm_hold_bells('p', key.substr(2), {});  // stops watching its permits' doorbells
-  } else {
-    doorbells_->disarm(key);
-  }
+  if (doorbells_) doorbells_->disarm(key);
 }
 
 bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
@@ -306,6 +323,7 @@ AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>
   // Subscribed before the first attempt: a release that lands between a
   // refused attempt and the wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
+  waiting_started(request);
   // A mutex or write-side waiter can be handed the hold by a local release
   // (hand_over, hand_over_write).
   // So can a permit waiter (hand_over_permit).

@@ -123,10 +123,18 @@ class Client {
   // attempts, blocking the calling thread between attempts on the request's
   // WaiterRegistry entry. Returns the last step (kAcquired or kGaveUp).
   AcquireStep drive(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // A driver has subscribed its waiter for `request` (and has not made
+  // its first attempt yet): a permit request's bound is noted for the
+  // poller while the semaphore has waiters here.
+  void waiting_started(const AcquireRequest& request);
   // A driver's waiter under `key` (AcquireRequest::waiter_key) has
   // unsubscribed: the last one of a lock name frees the name's doorbell
-  // connection for other names.
+  // connection for other names; the last one of a semaphore drops its
+  // bound.
   void waiting_ended(const std::string& key);
+  // Semaphores whose bound the poller knows now (tests: none once no one
+  // waits).
+  std::size_t semaphore_bounds_known();
   WaiterRegistry& waiters() { return waiters_; }
   // While one exists on a thread, that thread's statements take the
   // warmest idle pooled connection (most recently returned) rather than the
@@ -450,7 +458,10 @@ class Client {
   std::atomic<bool> semaphore_table_ready_{false};  // set once, under semaphore_table_mutex_
   PermitRegistry permits_;
   // The bound each waited-for semaphore was last asked with (the poller's
-  // "has a free permit" test).
+  // "has a free permit" test): noted after a waiter subscribes, dropped
+  // when the last one unsubscribes (both under the mutex, so a drop never
+  // undoes a newer waiter's note), so a client that waits on ever new
+  // names does not grow for ever.
   std::mutex semaphore_bounds_mutex_;
   std::unordered_map<std::string, std::uint32_t> semaphore_bounds_;
   // The hold doorbell keys watched for each waited-for semaphore and write

@@ -45,10 +45,6 @@ AcquireRequest Client::make_permit_request(std::string_view name, std::uint32_t 
   AcquireRequest r = make_request(name, 0, lease, wait);
   r.permits = permits;
   r.waiter_key = semaphore_key(name);
-  if (!r.single_attempt) {
-    std::lock_guard<std::mutex> guard(semaphore_bounds_mutex_);
-    semaphore_bounds_[r.name] = permits;
-  }
   return r;
 }
 

@@ -8,6 +8,12 @@
 // deleted behind the client's back, forget() makes the next acquire make it
 // again.
 //
+// Bounded: once more than `capacity` names have entries, a release that
+// leaves its name with no slot in use drops that name's entries, so a
+// client that reads ever new names (one per entity) does not grow for
+// ever; a dropped name's next acquire makes sure of its row again (one
+// idempotent statement).
+//
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
@@ -22,6 +28,9 @@ namespace dlock::details {
 
 class ReaderSlots {
  public:
+  static constexpr std::size_t kCapacity = 1 << 16;
+  explicit ReaderSlots(std::size_t capacity = kCapacity) : capacity_(capacity) {}
+
   struct Slot {
     std::uint32_t index = 0;
     bool known = false;  // its row exists (made by this client)
@@ -40,8 +49,23 @@ class ReaderSlots {
   void mark_known(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = true; }); }
   void forget(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = false; }); }
   // The slot is no longer in use. A name with no slot in use keeps its
-  // entries (the rows exist and will be reused).
-  void release(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.used = false; }); }
+  // entries (the rows exist and will be reused) while the names are within
+  // capacity.
+  void release(std::string_view name, std::uint32_t index) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = names_.find(std::string(name));
+    if (it == names_.end() || index >= it->second.size()) return;
+    it->second[index].used = false;
+    if (names_.size() <= capacity_) return;
+    for (const auto& e : it->second)
+      if (e.used) return;
+    names_.erase(it);
+  }
+  // Names with entries (tests).
+  std::size_t names() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return names_.size();
+  }
   std::size_t in_use() const {
     std::lock_guard<std::mutex> guard(mutex_);
     std::size_t n = 0;
@@ -62,6 +86,7 @@ class ReaderSlots {
     if (it != names_.end() && index < it->second.size()) fn(it->second[index]);
   }
 
+  const std::size_t capacity_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::vector<Entry>> names_;
 };
