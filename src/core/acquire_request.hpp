@@ -35,6 +35,11 @@ struct AcquireRequest {
   bool single_attempt = false;  // a wait <= 0
   bool forever = false;         // no wait given, or one of about a century or more
   std::chrono::steady_clock::time_point deadline{};  // unless forever
+
+  // Whether a local release may hand its hold straight to this request's
+  // waiter (Client::hand_over, hand_over_write, hand_over_permit): a mutex,
+  // a write side or a permit; never a read side.
+  bool accepts_handoff() const { return permits != 0 || side == LockSide::kMutex || side == LockSide::kWrite; }
 };
 
 struct AcquireStep {

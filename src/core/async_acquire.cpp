@@ -104,8 +104,7 @@ void AsyncAcquire::wake() {
 }
 
 const AcquireRequest* AsyncAcquire::handoff_request() const {
-  const bool handed_over = request_.permits != 0 || request_.side == LockSide::kMutex || request_.side == LockSide::kWrite;
-  if (!handed_over || cancelled_) return nullptr;
+  if (!request_.accepts_handoff() || cancelled_) return nullptr;
   return &request_;
 }
 

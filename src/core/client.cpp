@@ -324,11 +324,7 @@ AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>
   // refused attempt and the wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
   waiting_started(request);
-  // A mutex or write-side waiter can be handed the hold by a local release
-  // (hand_over, hand_over_write).
-  // So can a permit waiter (hand_over_permit).
-  const bool claimable =
-      request.permits != 0 || request.side == LockSide::kMutex || request.side == LockSide::kWrite;
+  const bool claimable = request.accepts_handoff();
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
     AcquireStep step = attempt_step(request);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "api/validation.hpp"
@@ -384,11 +383,11 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   if (refs.empty()) return;
   CallBudget budget(std::min(options_.io_timeout, renew_period()));
   const auto now = Clock::now();
+  std::vector<WatchedPermit> renewing;  // as the snapshot saw them
   std::vector<std::uint64_t> ids;
-  std::unordered_map<std::uint64_t, std::uint64_t> generation;  // of what the snapshot saw, by id
   for (const auto& seen : refs) {
-    generation[seen.id] = seen.generation;
     if (seen.deadline > now) {
+      renewing.push_back(seen);
       ids.push_back(seen.id);
     } else if (auto was = permits_.mark_lost(seen.id, seen.generation)) {
       forget_permit_bell(*was, seen.id);
@@ -415,10 +414,10 @@ void Client::renew_permits_tick(const IoThread::ConnectionSource& connection) {
   const auto live = semaphores_->live_among(connection(), ids);
   permits_.extend(live, sent + options_.watchdog_timeout);
   const std::unordered_set<std::uint64_t> live_set(live.begin(), live.end());
-  for (auto id : ids) {
-    if (live_set.count(id) != 0) continue;
-    if (auto was = permits_.mark_lost(id, generation[id])) {
-      forget_permit_bell(*was, id);
+  for (const auto& seen : renewing) {
+    if (live_set.count(seen.id) != 0) continue;
+    if (auto was = permits_.mark_lost(seen.id, seen.generation)) {
+      forget_permit_bell(*was, seen.id);
       report_lost_permit(was->name, "the watchdog found it expired or force-released");
     }
   }
