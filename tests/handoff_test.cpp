@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "background.hpp"
 #include "core/client_access.hpp"
 #include "test_env.hpp"
 
@@ -52,38 +53,27 @@ void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
 // A thread that waits up to `wait` for `name` as `owner` of `client`. It
 // unlocks at once if it gets the lock, unless `keep` (then the test
 // releases the hold through `owner`). Joined on destruction.
-class Waiter {
+class Waiter : test::InBackground<std::pair<bool, Clock::time_point>> {
  public:
   Waiter(DatabaseDistributedLock& client, std::string name, Owner owner, Clock::duration wait, bool keep = false)
       : Waiter(client.get_lock(std::move(name), owner), wait, keep) {}
   // The same for any owner-bound lock (a read-write lock's write side).
   Waiter(Lock lock, Clock::duration wait, bool keep = false)
-      : thread_([lock, wait, keep, this]() mutable {
+      : InBackground([lock, wait, keep]() mutable {
           const bool ok = lock.try_lock_for(wait);
-          acquired_at_ = Clock::now();
-          got_.set_value(ok);
+          const auto at = Clock::now();
           if (ok && !keep) lock.unlock();
+          return std::make_pair(ok, at);
         }) {}
-  Waiter(const Waiter&) = delete;
-  Waiter& operator=(const Waiter&) = delete;
-  ~Waiter() { thread_.join(); }
 
   // Whether the wait got the lock, once it has ended; nullopt if it has
   // not ended within `timeout`.
   std::optional<bool> outcome(Clock::duration timeout) {
-    if (result_.wait_for(timeout) != std::future_status::ready) return std::nullopt;
-    if (!outcome_) outcome_ = result_.get();
-    return outcome_;
+    if (!ended(timeout)) return std::nullopt;
+    return value().first;
   }
   // When the wait ended (valid once outcome() has a value).
-  Clock::time_point acquired_at() const { return acquired_at_; }
-
- private:
-  std::promise<bool> got_;
-  std::future<bool> result_ = got_.get_future();
-  std::optional<bool> outcome_;
-  Clock::time_point acquired_at_{};
-  std::thread thread_;  // last: starts once the members above exist
+  Clock::time_point acquired_at() { return value().second; }
 };
 
 TEST(Handoff, ALocalWaiterIsHandedTheHoldInOneStatement) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <utility>
 
+#include "background.hpp"
 #include "core/client_access.hpp"
 #include "test_env.hpp"
 
@@ -41,32 +42,17 @@ void wait_for_parked(DatabaseDistributedLock& client, std::size_t n) {
 
 // A thread that waits up to `wait` for a permit of `semaphore` (fixed
 // `lease` if given) and keeps it until released through permit().
-class PermitWaiter {
+class PermitWaiter : public test::InBackground<std::optional<Permit>> {
  public:
   PermitWaiter(Semaphore semaphore, Clock::duration wait, std::optional<Millis> lease = std::nullopt)
-      : thread_([semaphore, wait, lease, this]() mutable {
+      : InBackground([semaphore, wait, lease]() mutable {
           const auto ms = std::chrono::duration_cast<Millis>(wait);
-          auto got = lease ? semaphore.try_acquire(ms, *lease) : semaphore.try_acquire(ms);
-          acquired_at_ = Clock::now();
-          permit_ = std::move(got);
-          done_.set_value();
+          return lease ? semaphore.try_acquire(ms, *lease) : semaphore.try_acquire(ms);
         }) {}
-  PermitWaiter(const PermitWaiter&) = delete;
-  PermitWaiter& operator=(const PermitWaiter&) = delete;
-  ~PermitWaiter() { thread_.join(); }
 
-  // Whether the wait ended within `timeout`.
-  bool ended(Clock::duration timeout) { return result_.wait_for(timeout) == std::future_status::ready; }
   // Valid once ended(): the permit (empty if the wait timed out) and when.
-  std::optional<Permit>& permit() { return permit_; }
-  Clock::time_point acquired_at() const { return acquired_at_; }
-
- private:
-  std::promise<void> done_;
-  std::future<void> result_ = done_.get_future();
-  std::optional<Permit> permit_;
-  Clock::time_point acquired_at_{};
-  std::thread thread_;  // last: starts once the members above exist
+  std::optional<Permit>& permit() { return value(); }
+  Clock::time_point acquired_at() const { return ended_at(); }
 };
 
 TEST(PermitHandoff, ALocalWaiterIsHandedThePermitInItsSlotAndLeaseMode) {
