@@ -26,6 +26,11 @@
 //   poll-10ms       dlock with fast_wakeup off and a 10 ms poll
 //   kill-wake       waiters sleep on a tagged connection; the releaser finds
 //                   them in PROCESSLIST and KILL QUERYs them (a prototype)
+//   session-bell    each session holds one doorbell of its own for good; a
+//                   waiter marks the row and waits on the holder session's
+//                   doorbell; only a release of a marked row rings (a
+//                   prototype for issue 16: no user-level lock call in an
+//                   uncontended cycle). Also in the uncontended scenarios.
 //
 // A contender hands out sessions; a session is used by one thread. dlock's
 // sessions share one client (that is how dlock is used); the others own a
@@ -66,6 +71,9 @@ class Contender {
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
 // Every contender name, in report order (not poll-10ms and kill-wake).
 std::vector<std::string> contender_names();
+// Prototypes of other designs measured beside dlock in the uncontended
+// scenarios and the wake designs: session-bell.
+std::vector<std::string> prototype_names();
 // The read and write sides of a read-write lock (not in contender_names():
 // they run in the uncontended, handoff and starvation scenarios only).
 std::vector<std::string> rw_contender_names();

@@ -197,6 +197,7 @@ struct Bench {
   explicit Bench(const std::string& u, bool q) : url(u), quick(q), stats(u) {
     for (const auto& n : contender_names()) contenders[n] = make_contender(n, url);
     for (const auto& n : rw_contender_names()) contenders[n] = make_contender(n, url);
+    for (const auto& n : prototype_names()) contenders[n] = make_contender(n, url);
   }
 
   // Server-counted statements per uncontended lock+unlock of `name`, after a
@@ -241,13 +242,18 @@ struct Bench {
     // Round-robin, one cycle per contender at a time: the disk's fsync
     // latency drifts on shared machines, and this way every contender sees
     // the same drift.
-    // The starting contender rotates too, so that none always follows the
-    // same neighbour's commit.
+    // Each round runs them in a new order (shuffled, fixed seed), so that
+    // none always follows the same neighbour's commit (the server's
+    // background work after a commit, such as purging its undo, falls on
+    // whoever comes next; rotating the start alone kept every neighbour).
     auto order = contender_names();
     for (const auto& n : rw_contender_names()) order.push_back(n);
+    for (const auto& n : prototype_names()) order.push_back(n);
+    auto round_order = order;
+    std::mt19937 shuffle_rng(20261125);
     for (int i = 0; i < rounds * cycles / 2; ++i) {
-      for (std::size_t k = 0; k < order.size(); ++k) {
-        const auto& name = order[(i + k) % order.size()];
+      std::shuffle(round_order.begin(), round_order.end(), shuffle_rng);
+      for (const auto& name : round_order) {
         auto& s = sessions[name];
         const auto t0 = Clock::now();
         s->lock("uncontended");
@@ -257,7 +263,8 @@ struct Bench {
     }
     report.section("1. Uncontended lock + unlock",
                    "Statements per cycle counted by the server; latency per cycle, contenders interleaved cycle by "
-                   "cycle.");
+                   "cycle. session-bell is a prototype of another wake design (section 4b), in raw SQL on dlock's "
+                   "row: no user-level lock call in an uncontended cycle.");
     std::vector<std::vector<std::string>> rows;
     const double floor_median = summarize(samples["floor"]).median;
     std::string json = "{";
@@ -387,21 +394,26 @@ struct Bench {
     const auto duration = quick ? 400ms : 1000ms;
     const int rounds = quick ? 1 : 7;
     report.section("3. Throughput on distinct names (lock+unlock cycles per second)",
-                   "Each thread has its own name. Short rounds alternate between contenders and the median round is "
-                   "shown: on a small machine the disk's group commit makes single rounds swing by tens of percent.");
+                   "Each thread has its own name. Short rounds alternate between contenders, in a new order each "
+                   "round, and the median round is shown: on a small machine the disk's group commit makes single "
+                   "rounds swing by tens of percent. session-bell: the prototype of section 4b.");
     std::map<std::string, std::map<int, std::vector<double>>> rounds_of;
     const std::vector<int> thread_counts = {1, 4, 16};
+    auto names = contender_names();
+    for (const auto& n : prototype_names()) names.push_back(n);
+    auto order = names;
+    std::mt19937 shuffle_rng(20261125);  // a new order each round, as in scenario 1
     for (int r = 0; r < rounds; ++r) {
-      const auto order = contender_names();
       for (int threads : thread_counts) {
-        for (std::size_t k = 0; k < order.size(); ++k) {  // rotating start, as in scenario 1
-          const auto& name = order[(r + k) % order.size()];
+        std::shuffle(order.begin(), order.end(), shuffle_rng);
+        for (const auto& name : order) {
           rounds_of[name][threads].push_back(
               throughput_run(*contenders[name], threads, duration, "tp" + std::to_string(threads) + "-"));
         }
       }
       if (r < 2 || quick) {  // whole processes are slow to start: two rounds are enough
-        for (const auto& name : contender_names()) rounds_of[name][-2].push_back(throughput_processes(name, 2, 8, duration));
+        std::shuffle(order.begin(), order.end(), shuffle_rng);
+        for (const auto& name : order) rounds_of[name][-2].push_back(throughput_processes(name, 2, 8, duration));
       }
     }
     std::map<std::string, std::map<int, double>> result;
@@ -418,7 +430,7 @@ struct Bench {
       for (const auto& name : contender_names()) dat << " " << fmt(result[name][threads], 1);
       dat << "\n";
     }
-    for (const auto& name : contender_names()) {
+    for (const auto& name : names) {
       rows.push_back({name, fmt(result[name][1], 0), fmt(result[name][4], 0), fmt(result[name][16], 0),
                       fmt(result[name][-2], 0)});
       json += "\"" + name + "\": {\"1\": " + fmt(result[name][1], 1) + ", \"4\": " + fmt(result[name][4], 1) +
@@ -655,8 +667,8 @@ struct Bench {
   void breakdown() {
     const long server_pid = server_process_id();
     const int cycles = quick ? 200 : 1000;
-    const int blocks = quick ? 2 : 4;
-    const std::vector<std::string> order = {"floor", "dlock-no-wakeup", "dlock-watchdog", "dlock-async"};
+    const int blocks = quick ? 2 : 6;
+    const std::vector<std::string> order = {"floor", "dlock-no-wakeup", "dlock-watchdog", "dlock-async", "session-bell"};
     struct Totals {
       double wall_ns = 0, client_ns = 0, server_ns = 0, fsyncs = 0;
       long cycles = 0;
@@ -672,12 +684,16 @@ struct Bench {
       }
     }
     const auto fsyncs = [&] { return std::stod(stats.scalar("SHOW GLOBAL STATUS LIKE 'Innodb_data_fsyncs'")); };
+    // A new order each round, as in scenario 1: the server's background
+    // work after a block (purging its undo) falls on whichever comes next.
+    auto round_order = order;
+    std::mt19937 shuffle_rng(20261125);
     for (int b = 0; b < blocks; ++b) {
-      for (std::size_t k = 0; k < order.size(); ++k) {
-        const auto& name = order[(static_cast<std::size_t>(b) + k) % order.size()];
+      std::shuffle(round_order.begin(), round_order.end(), shuffle_rng);
+      for (const auto& name : round_order) {
         auto& s = *sessions[name];
         const double f0 = fsyncs();
-        const auto server0 = process_cpu_ns(server_pid);
+        const auto server0 = thread_cpu_ns(server_pid);
         const auto client0 = self_cpu_ns();
         const auto t0 = now_ns();
         for (int i = 0; i < cycles; ++i) {
@@ -686,19 +702,21 @@ struct Bench {
         }
         const auto t1 = now_ns();
         const auto client1 = self_cpu_ns();
-        const auto server1 = process_cpu_ns(server_pid);
+        const auto server1 = thread_cpu_ns(server_pid);
         auto& t = totals[name];
         t.wall_ns += static_cast<double>(t1 - t0);
         t.client_ns += static_cast<double>(client1 - client0);
-        t.server_ns += static_cast<double>(server1 - server0);
+        t.server_ns += static_cast<double>(cpu_between(server0, server1));
         t.fsyncs += fsyncs() - f0;
         t.cycles += cycles;
       }
     }
     report.section("1b. Where the time of an uncontended cycle goes",
                    "Per lock+unlock cycle, in blocks of " + std::to_string(cycles) +
-                       " cycles, contenders alternating: wall time, CPU of this process (client; dlock's background "
-                       "threads included), CPU of the server process (/proc/PID/task/*/schedstat), the rest (the log's "
+                       " cycles, contenders alternating in a new order each round: wall time, CPU of this process "
+                       "(client; dlock's background "
+                       "threads included), CPU of the server process (/proc/PID/task/*/schedstat; a server thread "
+                       "that ends during a block is left out), the rest (the log's "
                        "fsync and waiting for a core), and the server's fsyncs." +
                        (server_pid > 0 ? std::string() : std::string(" The server's process was not readable here.")));
     std::vector<std::vector<std::string>> rows;
@@ -733,16 +751,30 @@ struct Bench {
     return 0;
   }
 
-  // CPU time of every thread of process `pid` (ns), from
-  // /proc/PID/task/*/schedstat (nanosecond precision); 0 if unreadable.
-  static std::int64_t process_cpu_ns(long pid) {
-    if (pid <= 0) return 0;
-    std::int64_t total = 0;
+  // CPU time of each thread of process `pid` (ns, by thread id), from
+  // /proc/PID/task/*/schedstat (nanosecond precision); empty if unreadable.
+  static std::map<long, std::int64_t> thread_cpu_ns(long pid) {
+    std::map<long, std::int64_t> by_thread;
+    if (pid <= 0) return by_thread;
     std::error_code ec;
     for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
       std::ifstream in(task.path() / "schedstat");
       std::int64_t on_cpu = 0;
-      if (in >> on_cpu) total += on_cpu;
+      if (in >> on_cpu) by_thread[std::stol(task.path().filename().string())] = on_cpu;
+    }
+    return by_thread;
+  }
+
+  // CPU the threads of a process used between two readings: a thread that
+  // started in between counts whole, one that ended is left out (the
+  // server ends idle background threads, and their whole past CPU would
+  // otherwise come off the total).
+  static std::int64_t cpu_between(const std::map<long, std::int64_t>& before,
+                                  const std::map<long, std::int64_t>& after) {
+    std::int64_t total = 0;
+    for (const auto& [tid, ns] : after) {
+      const auto it = before.find(tid);
+      total += it == before.end() ? ns : std::max<std::int64_t>(0, ns - it->second);
     }
     return total;
   }
@@ -1334,11 +1366,16 @@ struct Bench {
         {"dlock-watchdog", "doorbell: blocked GET_LOCK, given back in the release statement (chosen)", false, 1s, n},
         {"kill-wake", "releaser finds sleeping waiters in PROCESSLIST and KILL QUERYs them (prototype)", false, 1s,
          n},
+        {"session-bell",
+         "each session holds a doorbell of its own for good; a waiter marks the row and waits on the holder's "
+         "session's doorbell; a release rings only a marked row (prototype)",
+         false, 1s, n},
         {"poll-10ms", "poll every 10 ms (fast_wakeup off, poll_interval 10 ms)", true, 10ms, n},
         {"dlock-no-wakeup", "poll every 1 s (fast_wakeup off; the design before issue 6)", true, 1s, quick ? 3 : 30},
     };
     report.section("4b. Wake designs: a waiter in another process",
-                   "Each design in one run, same server. Handoff as in section 4 (the waiter is a child process). "
+                   "Each design in one run, same server. Handoff as in section 4 (the waiter is a child process), "
+                   "and from unlock() being called (the release's own statements included). "
                    "Statements per uncontended lock+unlock are server-counted. While waiting: one client holds the "
                    "lock, another (in this process) waits on it; server-counted statements per second over a "
                    "window, and the connections the waiting client has open.");
@@ -1346,7 +1383,9 @@ struct Bench {
     std::string json = "{";
     const auto window = quick ? 3s : 5s;
     for (const auto& d : designs) {
-      const Summary h = handoff_cross_process(d.contender, d.samples, d.polled, "wake-" + d.contender, d.poll);
+      Summary from_call;
+      const Summary h =
+          handoff_cross_process(d.contender, d.samples, d.polled, "wake-" + d.contender, d.poll, "", &from_call);
 
       auto holder_side = make_contender(d.contender, url);
       auto holder = holder_side->session();
@@ -1373,9 +1412,10 @@ struct Bench {
         holder->unlock(wait_name);
         t.join();
       }
-      rows.push_back({d.contender, d.how, std::to_string(h.n), fmt(h.median), fmt(h.p99), fmt(per_cycle, 2),
-                      fmt(per_second, 2), std::to_string(connections)});
+      rows.push_back({d.contender, d.how, std::to_string(h.n), fmt(h.median), fmt(h.p99), fmt(from_call.median),
+                      fmt(per_cycle, 2), fmt(per_second, 2), std::to_string(connections)});
       json += "\"" + d.contender + "\": {\"median_ms\": " + fmt(h.median) + ", \"p99_ms\": " + fmt(h.p99) +
+              ", \"from_call_median_ms\": " + fmt(from_call.median) +
               ", \"statements_per_cycle\": " + fmt(per_cycle, 2) + ", \"waiting_statements_per_s\": " +
               fmt(per_second, 2) + ", \"waiting_client_connections\": " + std::to_string(connections) + "}, ";
       if (d.contender == "dlock-watchdog") {
@@ -1388,7 +1428,8 @@ struct Bench {
       }
     }
     report.table({"design", "how the waiter hears of a release", "handoffs", "median ms", "p99 ms",
-                  "statements / uncontended cycle", "statements / s while waiting", "connections of waiting client"},
+                  "median ms from unlock() called", "statements / uncontended cycle", "statements / s while waiting",
+                  "connections of waiting client"},
                  rows);
     report.json("wake_designs", json.substr(0, json.size() - 2) + "}");
   }
