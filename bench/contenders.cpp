@@ -36,6 +36,16 @@ std::unique_ptr<details::Connection> connect(const std::string& url) {
   return details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
 }
 
+// Creates the free rows `names` of a lock-shaped `table` that are missing
+// (the contenders whose take is a bare UPDATE need their row first).
+void create_rows(details::Connection& c, const std::string& table, const std::vector<std::string>& names) {
+  auto& ins = c.prepared("INSERT IGNORE INTO " + table + " (lock_name) VALUES (?)");
+  for (const auto& n : names) {
+    ins.setString(1, n);
+    ins.executeUpdate();
+  }
+}
+
 // ---------------------------------------------------------------- dlock
 
 class DlockSession : public Session {
@@ -247,14 +257,7 @@ class FloorContender : public Contender {
   }
   std::string name() const override { return "floor"; }
   std::unique_ptr<Session> session() override { return std::make_unique<FloorSession>(url_); }
-  void prepare(const std::vector<std::string>& names) override {
-    auto c = connect(url_);
-    auto& ins = c->prepared("INSERT IGNORE INTO bench_floor (lock_name) VALUES (?)");
-    for (const auto& n : names) {
-      ins.setString(1, n);
-      ins.executeUpdate();
-    }
-  }
+  void prepare(const std::vector<std::string>& names) override { create_rows(*connect(url_), "bench_floor", names); }
 
  private:
   std::string url_;
@@ -451,9 +454,7 @@ class SessionBellSession : public Session {
       wait.setString(1, name);
       std::unique_ptr<sql::ResultSet> rs(wait.executeQuery());
       if (!rs->next()) {
-        auto& create = c_->prepared("INSERT IGNORE INTO bench_sbell (lock_name) VALUES (?)");
-        create.setString(1, name);
-        create.executeUpdate();
+        create_rows(*c_, "bench_sbell", {name});
       } else if (!rs->isNull(1) && rs->getInt(1) == 2) {
         std::this_thread::sleep_for(100us);
       }
@@ -515,14 +516,7 @@ class SessionBellContender : public Contender {
   }
   std::string name() const override { return "session-bell"; }
   std::unique_ptr<Session> session() override { return std::make_unique<SessionBellSession>(url_); }
-  void prepare(const std::vector<std::string>& names) override {
-    auto c = connect(url_);
-    auto& ins = c->prepared("INSERT IGNORE INTO bench_sbell (lock_name) VALUES (?)");
-    for (const auto& n : names) {
-      ins.setString(1, n);
-      ins.executeUpdate();
-    }
-  }
+  void prepare(const std::vector<std::string>& names) override { create_rows(*connect(url_), "bench_sbell", names); }
 
  private:
   std::string url_;
