@@ -4,7 +4,8 @@
 -- default). Apply this file instead where the account has no DDL rights; the
 -- table name may be changed (Options::table), nothing else.
 -- A table created by dlock 0.1.0 lacks hold_id, holder_host, holder_pid and
--- acquired_at; `dlock init` (or a client with create_table on) adds the
+-- acquired_at, and an older one lacks bell and waiters (fast wake-up's
+-- session bells); `dlock init` (or a client with create_table on) adds the
 -- missing ones in place with one ALTER TABLE.
 -- The semaphore table is named "<lock table>_sem"; the library makes it on a
 -- client's first semaphore use (or `dlock init` does). One row per slot of a
@@ -28,6 +29,8 @@ CREATE TABLE IF NOT EXISTS `distributed_lock` (
   watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',
   expire_time  DATETIME(6)     NULL     COMMENT 'server clock (UTC); the hold is void from then',
   fence        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token of the current or last hold',
+  bell         VARBINARY(64)   NULL     COMMENT 'user-level lock of the holding session (fast wake-up)',
+  waiters      TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: a waiter elsewhere waits for the bell',
   gmt_create   DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
   PRIMARY KEY (lock_name)

@@ -41,9 +41,24 @@ Options wakeup_options() {
   return o;
 }
 
-// Server id of the session holding `name`'s doorbell, or "" if none does.
+// The session bell lock row `name` records ("" if none).
+std::string row_bell(const Options& o, const std::string& name) {
+  return test::query_scalar("SELECT bell FROM `" + o.table + "` WHERE lock_name = '" + name + "'");
+}
+
+// Server id of the session holding the bell lock row `name` records, or ""
+// if it records none or nobody holds it.
 std::string doorbell_holder(const Options& o, const std::string& name) {
-  return test::query_scalar("SELECT IS_USED_LOCK('" + details::doorbell_name(o.database, o.table, name) + "')");
+  return test::query_scalar("SELECT IS_USED_LOCK(bell) FROM `" + o.table + "` WHERE lock_name = '" + name + "'");
+}
+
+// Server id of the session holding user-level lock `bell`, or "".
+std::string bell_holder(const std::string& bell) { return test::query_scalar("SELECT IS_USED_LOCK('" + bell + "')"); }
+
+// The bell after `bell` ("dlock-s:<hex>:<n>" -> n + 1).
+std::string next_bell(const std::string& bell) {
+  const auto colon = bell.rfind(':');
+  return bell.substr(0, colon + 1) + std::to_string(std::stoull(bell.substr(colon + 1)) + 1);
 }
 
 // `o` signed in as an account of the running test's own, so the sessions of
@@ -90,22 +105,36 @@ TEST(Doorbell, NameIsFixedLengthAndDependsOnDatabaseTableAndName) {
   EXPECT_EQ(details::doorbell_name("db", "t", std::string(255, '\xff')).size(), 38u);
 }
 
-TEST(FastWakeup, HolderTakesTheDoorbellWithTheRowAndGivesItBack) {
+TEST(FastWakeup, HolderRecordsItsSessionBellAndRingsOnlyForAMarkedRow) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock client(o);
-  EXPECT_EQ(doorbell_holder(o, "bell"), "");
-  client.lock("bell");  // first insert of the name: taken by a statement of its own
-  EXPECT_NE(doorbell_holder(o, "bell"), "");
-  client.lock("bell");  // reentrant: still one doorbell
+  client.lock("bell");  // first insert of the name: records the bell too
+  const std::string bell = row_bell(o, "bell");
+  ASSERT_EQ(bell.rfind("dlock-s:", 0), 0u) << bell;
+  EXPECT_LE(bell.size(), 64u);
+  const std::string session = bell_holder(bell);
+  ASSERT_NE(session, "") << "the session does not hold the bell its row records";
+  client.lock("bell");  // reentrant: the same bell
   client.unlock("bell");
-  EXPECT_NE(doorbell_holder(o, "bell"), "");
+  EXPECT_EQ(row_bell(o, "bell"), bell);
+  client.unlock("bell");  // nobody marked the row: freed quietly, nothing rings
+  EXPECT_EQ(row_bell(o, "bell"), "");
+  EXPECT_EQ(bell_holder(bell), session) << "an unmarked release rang";
+  client.lock("bell");  // known row: the same session, the same bell
+  EXPECT_EQ(row_bell(o, "bell"), bell);
+  // A waiter elsewhere marks the row: the release rings, and the session
+  // holds its next bell from then on.
+  test::execute_sql("UPDATE `" + o.table + "` SET waiters = 1 WHERE lock_name = 'bell'");
   client.unlock("bell");
-  EXPECT_EQ(doorbell_holder(o, "bell"), "");
-  client.lock("bell");  // known row: taken inside the conditional UPDATE
-  EXPECT_NE(doorbell_holder(o, "bell"), "");
+  EXPECT_EQ(test::query_scalar("SELECT is_locked FROM `" + o.table + "` WHERE lock_name = 'bell'"), "0");
+  EXPECT_EQ(bell_holder(bell), "") << "the marked release did not ring";
+  EXPECT_EQ(bell_holder(next_bell(bell)), session) << "the session was left without a bell";
+  client.lock("bell");
+  EXPECT_EQ(row_bell(o, "bell"), next_bell(bell));
+  EXPECT_EQ(test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'bell'"), "0")
+      << "a take must clear the mark";
   client.unlock("bell");
-  EXPECT_EQ(doorbell_holder(o, "bell"), "");
 }
 
 TEST(FastWakeup, TurnedOffNoDoorbellIsTaken) {
@@ -114,7 +143,7 @@ TEST(FastWakeup, TurnedOffNoDoorbellIsTaken) {
   DatabaseDistributedLock client(o);
   for (int i = 0; i < 2; ++i) {
     client.lock("quiet");
-    EXPECT_EQ(doorbell_holder(o, "quiet"), "");
+    EXPECT_EQ(row_bell(o, "quiet"), "");
     client.unlock("quiet");
   }
 }
@@ -213,24 +242,71 @@ TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
   EXPECT_TRUE(waited.get());
 }
 
-TEST(FastWakeup, LostHoldGivesItsDoorbellBackBeforeItsOwnerUnlocks) {
+TEST(FastWakeup, LostHoldRingsItsBellBeforeItsOwnerUnlocks) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   Options o = wakeup_options();
   o.watchdog_timeout = 1500ms;  // the watchdog looks every 0.5 s
   DatabaseDistributedLock holder(o);
   DatabaseDistributedLock other(same_table(o));
   holder.lock("taken");
-  ASSERT_NE(doorbell_holder(o, "taken"), "");
+  const std::string bell = row_bell(o, "taken");
+  const std::string session = bell_holder(bell);
+  ASSERT_NE(session, "");
   ASSERT_TRUE(other.force_unlock("taken"));
-  // The watchdog finds the hold lost and gives the doorbell back, so a new
-  // holder can take it, though the owner has not called unlock() yet.
-  EXPECT_TRUE(test::wait_until([&] { return doorbell_holder(o, "taken").empty(); }, 10s));
+  // The watchdog finds the hold lost and rings, so waiters elsewhere blocked
+  // on its bell look again, though the owner has not called unlock() yet.
+  EXPECT_TRUE(test::wait_until([&] { return bell_holder(bell).empty(); }, 10s));
+  EXPECT_EQ(bell_holder(next_bell(bell)), session);
   other.lock("taken");
+  const std::string others = row_bell(o, "taken");
   EXPECT_NE(doorbell_holder(o, "taken"), "");
-  holder.unlock("taken");  // the lost hold's unlock: no SQL, no doorbell to give back
-  EXPECT_NE(doorbell_holder(o, "taken"), "") << "the lost hold's unlock took the new holder's doorbell";
+  holder.unlock("taken");  // the lost hold's unlock: no SQL
+  EXPECT_EQ(row_bell(o, "taken"), others);
+  EXPECT_NE(doorbell_holder(o, "taken"), "");
   other.unlock("taken");
-  EXPECT_EQ(doorbell_holder(o, "taken"), "");
+}
+
+// One session holding two marked holds: the release of one rings the
+// session's bell, and the other's row must record the session's next bell,
+// or its waiters, woken for nothing, find a free bell and fall back to the
+// poll (60 s here).
+TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  Options h = same_table(o);
+  h.pool_size = 1;  // both holds on one session
+  DatabaseDistributedLock holder(h);
+  const Options w = as_private_account(same_table(o));
+  DatabaseDistributedLock waiter(w);
+  holder.lock("one");
+  holder.lock("two");
+  const std::string bell = row_bell(o, "one");
+  ASSERT_EQ(row_bell(o, "two"), bell);
+  std::atomic<bool> released_one{false};
+  std::atomic<bool> released_two{false};
+  auto waited_one = acquire_after_release(waiter, "one", released_one);
+  auto waited_two = acquire_after_release(waiter, "two", released_two);
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT SUM(waiters) FROM `" + o.table + "` WHERE lock_name IN ('one', 'two')") ==
+               "2";
+      },
+      15s))
+      << "the waiters did not mark both rows";
+  released_one = true;
+  holder.unlock("one");
+  EXPECT_TRUE(waited_one.get());
+  EXPECT_EQ(row_bell(o, "two"), next_bell(bell)) << "the other hold still records the rung bell";
+  EXPECT_NE(doorbell_holder(o, "two"), "");
+  // The waiter on "two", woken by that ring for nothing, blocks on the
+  // session's next bell (else it found the old one free and is left to the
+  // poll).
+  EXPECT_TRUE(test::wait_until([&] { return sessions_of(w, true) == 1; }, 15s)) << "not blocked on a bell";
+  released_two = true;
+  const auto released_at = Clock::now();
+  holder.unlock("two");
+  EXPECT_TRUE(waited_two.get());
+  EXPECT_LT(Clock::now() - released_at, 5s) << "left to the 60 s poll";
 }
 
 TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
@@ -341,7 +417,10 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
       }};
   details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
                                    spdlog::default_logger(), hooks, 2s);
-  const std::string bell = details::doorbell_name(o.database, o.table, "idle");
+  // A key of the client's own (NUL first): watched through a per-name
+  // doorbell, which this test holds and gives back by hand.
+  const std::string key = std::string("\0tidle", 6);
+  const std::string bell = details::doorbell_name(o.database, o.table, key);
   const auto holder = details::Connection::open(details::ConnectionSettings::from(o));
   const auto run_on_holder = [&](const std::string& sql) {
     auto& st = holder->prepared(sql);
@@ -351,7 +430,7 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
   for (int round = 0; round < 2; ++round) {
     run_on_holder("SELECT GET_LOCK(?, 0)");
     const int rung_before = rings.load();
-    watcher.arm("idle");
+    watcher.arm(key);
     ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
         << "round " << round << ": no doorbell wait";
     run_on_holder("SELECT RELEASE_LOCK(?)");

@@ -421,32 +421,19 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Holder& holder,
                                     bool watchdog, LockRow& row, std::uint64_t& fence,
                                     std::uint64_t& doorbell_session) {
   const bool known = known_rows_.contains(name);
-  const std::string bell = options_.fast_wakeup ? doorbell(name) : std::string();
-  const std::string* bell_ptr = options_.fast_wakeup ? &bell : nullptr;
   const auto run = [&] {
     return with_connection([&](Connection& c) {
-      doorbell_session = 0;
+      // The row records this session's bell (taken on the session's first
+      // take, one statement per session ever), so its waiters elsewhere can
+      // block on it.
+      const std::string* bell = options_.fast_wakeup ? table_.session_bell(c) : nullptr;
       AcquireResult r = AcquireResult::kRefused;
       if (known) {
-        if (table_.take(c, name, holder, state, lease_us, watchdog, bell_ptr)) r = AcquireResult::kTaken;
+        if (table_.take(c, name, holder, state, lease_us, watchdog, bell)) r = AcquireResult::kTaken;
       } else {
-        r = table_.acquire(c, name, holder, state, lease_us, watchdog, bell_ptr);
+        r = table_.acquire(c, name, holder, state, lease_us, watchdog, bell);
       }
-      // Recorded even when GET_LOCK found the doorbell held by another
-      // session: this session then does not hold it, and the one
-      // RELEASE_LOCK the release runs here is a no-op.
-      if (bell_ptr != nullptr && r == AcquireResult::kTaken) doorbell_session = c.session_key();
-      if (bell_ptr != nullptr && r == AcquireResult::kInserted) {
-        // The first insert of a name cannot take the doorbell in its own
-        // statement (see LockTable::acquire): one more, once per name ever.
-        // The row is ours whatever happens here, so a failure only means
-        // "no doorbell".
-        try {
-          if (table_.take_doorbell(c, bell)) doorbell_session = c.session_key();
-        } catch (const BackendError& e) {
-          logger_->debug("dlock: could not take the doorbell of {}: {}", printable(name), e.what());
-        }
-      }
+      doorbell_session = bell != nullptr && r != AcquireResult::kRefused ? c.session_key() : 0;
       return r;
     });
   };
@@ -454,7 +441,7 @@ AcquireResult Client::acquire_fresh(std::string_view name, const Holder& holder,
   try {
     result = run();
   } catch (const OutcomeUnknown& e) {
-    // The session died, and a doorbell it took went with it.
+    // The session died, and its bell went with it.
     doorbell_session = 0;
     row = read_after_unknown(name, e);
     if (row.held_by(holder.hold_id)) {
@@ -560,25 +547,8 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
       }
     }
     try {
-      if (target == 0 && before->doorbell_session != 0) {
-        // The doorbell belongs to the session that took it: free the row
-        // there and ring in the same statement (a failed statement gives it
-        // back on its own). If another thread is using that session, free
-        // the row elsewhere and ring the moment the session is returned,
-        // whatever happens to the row; never wait for it.
-        const std::string bell = doorbell(name);
-        if (auto c = pool_.try_acquire_session(before->doorbell_session)) {
-          released = table_.release(**c, name, hold_id, 0, &bell);
-          if (!released) table_.drop_doorbell(**c, bell);
-        } else {
-          struct RingLater {
-            Client& client;
-            std::string_view name;
-            std::uint64_t session;
-            ~RingLater() { client.drop_doorbell(name, session); }
-          } ring_later{*this, name, before->doorbell_session};
-          released = with_connection([&](Connection& any) { return table_.release(any, name, hold_id, 0); });
-        }
+      if (target == 0) {
+        released = free_row(name, *before);
       } else {
         released = with_connection([&](Connection& c) { return table_.release(c, name, hold_id, target); });
       }
@@ -650,28 +620,23 @@ Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, co
   auto sent = Clock::now();
   std::uint64_t fence = before.fence != 0 ? before.fence + 1 : 0;
   bool handed = false;
+  // A BackendError leaves the old hold in the row until its lease ends (as
+  // after a failed release); waiters elsewhere find it expired by their
+  // poll or their next bell wait.
   try {
-    try {
-      handed = run();
-    } catch (const OutcomeUnknown& e) {
-      const LockRow row = read_after_unknown(name, e);
-      if (row.held_by(to)) {
-        handed = true;
-        fence = row.fence;
-      } else if (row.held_by(before.hold_id)) {
-        sent = Clock::now();
-        handed = run();  // matches the old hold or its own late first run, bumping the fence once
-        fence = 0;       // read when asked for
-      }
+    handed = run();
+  } catch (const OutcomeUnknown& e) {
+    const LockRow row = read_after_unknown(name, e);
+    if (row.held_by(to)) {
+      handed = true;
+      fence = row.fence;
+    } else if (row.held_by(before.hold_id)) {
+      sent = Clock::now();
+      handed = run();  // matches the old hold or its own late first run, bumping the fence once
+      fence = 0;       // read when asked for
     }
-  } catch (const BackendError&) {
-    // The old hold stays in the row until its lease ends (as after a failed
-    // release); its doorbell must not stay with it.
-    if (before.doorbell_session != 0) drop_doorbell(name, before.doorbell_session);
-    throw;
   }
   if (!handed) {
-    if (before.doorbell_session != 0) drop_doorbell(name, before.doorbell_session);
     report_lost(name, before.fence, "found already lost at unlock (handing it over)");
     return Handoff::kLost;
   }
@@ -702,21 +667,61 @@ bool Client::force_release(std::string_view name, LockSide side) {
   return cleared;
 }
 
-// ---------------------------------------------------------------- doorbells
+// ---------------------------------------------------------------- session bells
 
-std::string Client::doorbell(std::string_view name) const {
-  return doorbell_name(options_.database, options_.table, name);
+bool Client::free_row(std::string_view name, const Hold& before) {
+  // The uncontended case: nobody elsewhere marked the row, so nothing rings.
+  if (with_connection([&](Connection& c) { return table_.release_unwaited(c, name, before.hold_id); })) return true;
+  // Marked by a waiter elsewhere (or the hold is lost: the next statement
+  // tells). The bell to ring is the one the row recorded: the hold's
+  // session's. Never wait for that session: if another thread is using it,
+  // free the row anywhere and ring the moment it is returned.
+  if (before.doorbell_session != 0) {
+    if (auto c = pool_.try_acquire_session(before.doorbell_session)) {
+      Connection& bell_session = **c;
+      if (!bell_session.bell.current().empty()) {
+        const std::string rung = bell_session.bell.current();
+        if (!table_.release_ringing(bell_session, name, before.hold_id)) return false;
+        restamp_after_ring(bell_session, rung);
+        return true;
+      }
+    } else {
+      const bool freed =
+          with_connection([&](Connection& any) { return table_.release(any, name, before.hold_id, 0); });
+      if (freed) ring_when_idle(before.doorbell_session);
+      return freed;
+    }
+  }
+  return with_connection([&](Connection& c) { return table_.release(c, name, before.hold_id, 0); });
 }
 
-void Client::drop_doorbell(std::string_view name, std::uint64_t session) {
-  pool_.run_when_idle(session, [this, bell = doorbell(name)](Connection& c) {
+void Client::ring_when_idle(std::uint64_t session) {
+  pool_.run_when_idle(session, [this](Connection& c) {
+    const std::string rung = c.bell.current();
+    if (rung.empty()) return;
     try {
-      table_.drop_doorbell(c, bell);
+      table_.ring(c);
     } catch (const BackendError& e) {
-      // Not worth failing anyone: the doorbell goes when its session ends.
-      logger_->debug("dlock: could not give back doorbell {}: {}", bell, e.what());
+      // Not worth failing anyone: the bell goes when its session ends, and
+      // the waiters' poll covers them meanwhile.
+      logger_->debug("dlock: could not ring session bell {}: {}", rung, e.what());
+      return;
     }
+    restamp_after_ring(c, rung);
   });
+}
+
+void Client::restamp_after_ring(Connection& c, const std::string& rung) {
+  const std::vector<NamedHold> others = holds_.on_session(c.session_key());
+  if (others.empty()) return;
+  const std::string* now = c.bell.current().empty() ? nullptr : &c.bell.current();
+  try {
+    table_.restamp(c, others, rung, now);
+  } catch (const BackendError& e) {
+    // Their waiters find the old bell free and fall back to the poll.
+    logger_->debug("dlock: could not move {} hold(s) to session bell {}: {}", others.size(),
+                   now != nullptr ? *now : std::string("(none)"), e.what());
+  }
 }
 
 // ---------------------------------------------------------------- losses
@@ -724,11 +729,9 @@ void Client::drop_doorbell(std::string_view name, std::uint64_t session) {
 void Client::note_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation, const char* why) {
   auto hold = holds_.mark_lost(name, owner, generation);
   if (!hold) return;
-  // Give the doorbell back now rather than at the owner's unlock(): while a
-  // lost hold's session keeps it, the new holder cannot take it and its
-  // waiters in other clients would be left to the poll. This is the only
-  // place a hold becomes lost, so no lost hold ever keeps a doorbell.
-  if (hold->doorbell_session != 0) drop_doorbell(name, hold->doorbell_session);
+  // Ring now rather than never: waiters elsewhere may be blocked on the lost
+  // hold's bell while the row is free, expired or taken by someone else.
+  if (hold->doorbell_session != 0) ring_when_idle(hold->doorbell_session);
   report_lost(name, hold->fence, why);
   // A local waiter refused because this hold looked live asks again.
   waiters_.wake_one(name);

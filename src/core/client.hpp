@@ -48,10 +48,11 @@
 // hand_over: the permit keeps its id and doorbell), with the same chain
 // bound and hold-back.
 //
-// Fast wake-up (doorbell.hpp): fresh acquires take the name's doorbell in
-// the same statement and remember which pooled session did; the full release
-// runs on that session and gives it back in the same statement. Waiters arm
-// the DoorbellWatcher after each refused attempt.
+// Fast wake-up (doorbell.hpp): fresh acquires record the session bell of the
+// pooled session that ran them in the row, and the hold remembers which
+// session that was; a full release frees an unmarked row anywhere, and a row
+// marked by a waiter elsewhere on that session, ringing its bell in the same
+// statement. Waiters arm the DoorbellWatcher after each refused attempt.
 #pragma once
 
 #include <array>
@@ -278,8 +279,8 @@ class Client {
   // Reconciles a lost connection. `row` gets the row read after a refusal
   // (exists == false if no read was needed), `fence` the token when the
   // statement reveals it (0 otherwise).
-  // `doorbell_session` gets the server id of the session that took the
-  // doorbell with the row (0 if none was tried or the session died).
+  // `doorbell_session` gets the session key of the session whose bell the
+  // row records (0 if none, or the session died).
   AcquireResult acquire_fresh(std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
                               bool watchdog, LockRow& row, std::uint64_t& fence, std::uint64_t& doorbell_session);
   [[noreturn]] void throw_lost(std::string_view name, std::uint64_t fence) const;
@@ -304,11 +305,18 @@ class Client {
   // (the poller saw the row free, or a force-unlock here cleared it): that
   // hold is gone, and the next attempt asks the database.
   void hint_free_if_held_here(std::string_view name);
-  // Gives back the doorbell `session` may hold for `name` as soon as that
+  // Frees the row of `before` (a full release, no handoff): only if no
+  // waiter marked it; else ringing the bell of the hold's session (on that
+  // session if it is idle, else freed anywhere and rung when it is). False:
+  // the hold was already lost. Throws BackendError (OutcomeUnknown).
+  bool free_row(std::string_view name, const Hold& before);
+  // Rings the session bell of pooled session `session` as soon as that
   // session is idle: now, or when the thread using it returns it. Never
   // waits; best effort.
-  void drop_doorbell(std::string_view name, std::uint64_t session);
-  std::string doorbell(std::string_view name) const;
+  void ring_when_idle(std::uint64_t session);
+  // After `c`'s bell advanced from `rung`: the rows of this client's other
+  // live holds recorded with `c`'s session get the new bell. Best effort.
+  void restamp_after_ring(Connection& c, const std::string& rung);
   bool reacquire_reconciled(std::string_view name, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
                             bool watchdog);
   // Frees the row of hold `hold_id` (best effort, errors logged): used when

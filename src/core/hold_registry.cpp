@@ -147,6 +147,14 @@ std::vector<NamedHold> HoldRegistry::live() const {
   return out;
 }
 
+std::vector<NamedHold> HoldRegistry::on_session(std::uint64_t session) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<NamedHold> out;
+  for (const auto& [k, e] : holds_)
+    if (!e.hold.lost && e.hold.doorbell_session == session) out.push_back(NamedHold{e.name, e.hold.hold_id});
+  return out;
+}
+
 std::size_t HoldRegistry::size() const {
   std::lock_guard<std::mutex> guard(mutex_);
   return holds_.size();

@@ -41,8 +41,9 @@ struct Hold {
   bool watchdog = false;
   bool lost = false;
   std::uint64_t generation = 0;
-  // Server id of the pooled session that may hold the name's doorbell (see
-  // doorbell.hpp); 0 when none was taken.
+  // Session key of the pooled session whose bell rings for this hold (see
+  // doorbell.hpp): for a lock, the session bell its row records; for a read
+  // or write hold or a permit, the session holding its doorbell. 0: none.
   std::uint64_t doorbell_session = 0;
   SteadyTime deadline{};
   // A read hold of a read-write lock: the client's reader slot it is in.
@@ -111,6 +112,9 @@ class HoldRegistry {
   void extend(const std::vector<HoldRef>& refs, SteadyTime deadline);
   // Every live hold (shutdown).
   std::vector<NamedHold> live() const;
+  // The live holds whose doorbell session is `session` (after that
+  // session's bell advanced, their rows need the new one).
+  std::vector<NamedHold> on_session(std::uint64_t session) const;
   std::size_t size() const;
 
  private:

@@ -13,6 +13,7 @@
 #include "dlock/options.hpp"
 #include "sql/server_choice.hpp"
 #include "sql/server_profile.hpp"
+#include "sql/session_bell.hpp"
 
 namespace sql {
 class Connection;
@@ -144,6 +145,9 @@ class Connection {
   // The pool's error epoch when this connection was last known to be alive
   // (see ConnectionPool).
   std::uint64_t checked_epoch = 0;
+  // This session's own doorbell, taken on its first lock take (see
+  // sql/session_bell.hpp). Lives and dies with the session.
+  SessionBell bell;
 
  private:
   Connection() = default;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <set>
 
 #include "sql/statement.hpp"
@@ -13,24 +14,9 @@ namespace dlock::details {
 
 static_assert(LockTable::kChunk == kInListChunk);
 
-template <class Body, class Undo>
-auto LockTable::run(Connection& c, const char* what, Body&& body, Undo&& undo) const {
-  return run_statement(c, logger_, what, std::forward<Body>(body), std::forward<Undo>(undo));
-}
-
 template <class Body>
 auto LockTable::run(Connection& c, const char* what, Body&& body) const {
-  return run(c, what, std::forward<Body>(body), [] {});
-}
-
-void LockTable::give_back_quietly(Connection& c, const std::string& doorbell) const {
-  try {
-    drop_doorbell(c, doorbell);
-  } catch (const BackendError& e) {
-    // A lost connection took the doorbell with its session; otherwise it
-    // goes when the session ends.
-    if (logger_) logger_->debug("dlock: could not give back doorbell {}: {}", doorbell, e.what());
-  }
+  return run_statement(c, logger_, what, std::forward<Body>(body));
 }
 
 namespace {
@@ -76,62 +62,75 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   // ON DUPLICATE KEY UPDATE assigns left to right and later expressions see
   // earlier assignments. So every column the `takeable` test reads
   // (is_locked, expire_time, hold_id) is assigned after its last use; once
-  // hold_id is assigned, "the hold id is ours" is the outcome, and
-  // expire_time/is_locked follow it. A refused attempt changes no column, so
-  // the server reports 0 affected rows; 1 = inserted, 2 = taken.
-  // The doorbell (a user-level lock, see doorbell.hpp) rides in the
-  // is_locked assignment, evaluated only when the row is taken: "0 *" keeps
-  // the column's value and COALESCE keeps a NULL (error) from reaching it.
-  // GET_LOCK nests within a session; every hold that took it gives it back
-  // exactly once, so the count stays balanced.
-  const std::string take_doorbell = "0 * COALESCE(GET_LOCK(?, 0), 0)";
-  const auto acquire_sql = [&](const std::string& taken_is_locked) {
-    return "INSERT INTO " + quoted_ +
-           " (lock_name, machine_id, thread_id, hold_id, holder_host, holder_pid, acquired_at, state, is_locked,"
-           " watchdog, expire_time, fence)"
-           " VALUES (?, ?, ?, ?, ?, ?, NOW(6), ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1)"
-           " ON DUPLICATE KEY UPDATE"
-           " fence = IF(" + takeable + ", fence + 1, fence),"
-           " state = IF(" + takeable + ", ?, state),"
-           " watchdog = IF(" + takeable + ", ?, watchdog),"
-           " thread_id = IF(" + takeable + ", ?, thread_id),"
-           " machine_id = IF(" + takeable + ", ?, machine_id),"
-           " holder_host = IF(" + takeable + ", ?, holder_host),"
-           " holder_pid = IF(" + takeable + ", ?, holder_pid),"
-           " acquired_at = IF(" + takeable + ", NOW(6), acquired_at),"
-           " hold_id = IF(" + takeable + ", ?, hold_id),"
-           " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
-           " is_locked = IF(" + mine + ", " + taken_is_locked + ", is_locked)";
-  };
-  acquire_sql_ = acquire_sql("1");
-  acquire_doorbell_sql_ = acquire_sql("1 + " + take_doorbell);
-  const auto take_sql = [&](const std::string& is_locked) {
-    return "UPDATE " + quoted_ +
-           " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, hold_id = ?,"
-           " holder_host = ?, holder_pid = ?, acquired_at = NOW(6), is_locked = " + is_locked +
-           ", expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
-  };
-  take_sql_ = take_sql("1");
-  take_doorbell_sql_ = take_sql("1 + " + take_doorbell);
-  const std::string live_hold = " WHERE lock_name = ? AND hold_id = ? AND is_locked = 1 AND expire_time > NOW(6)";
+  // hold_id is assigned, "the hold id is ours" is the outcome, and the
+  // columns after it follow it. A refused attempt changes no column, so the
+  // server reports 0 affected rows; 1 = inserted, 2 = taken.
+  // Every take records the taking session's bell and clears the waiters
+  // mark (doorbell.hpp, "Session bells"): plain values, no user-lock call.
+  acquire_sql_ = "INSERT INTO " + quoted_ +
+                 " (lock_name, machine_id, thread_id, hold_id, holder_host, holder_pid, acquired_at, state, is_locked,"
+                 " watchdog, expire_time, fence, bell, waiters)"
+                 " VALUES (?, ?, ?, ?, ?, ?, NOW(6), ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, 1, ?, 0)"
+                 " ON DUPLICATE KEY UPDATE"
+                 " fence = IF(" + takeable + ", fence + 1, fence),"
+                 " state = IF(" + takeable + ", ?, state),"
+                 " watchdog = IF(" + takeable + ", ?, watchdog),"
+                 " thread_id = IF(" + takeable + ", ?, thread_id),"
+                 " machine_id = IF(" + takeable + ", ?, machine_id),"
+                 " holder_host = IF(" + takeable + ", ?, holder_host),"
+                 " holder_pid = IF(" + takeable + ", ?, holder_pid),"
+                 " acquired_at = IF(" + takeable + ", NOW(6), acquired_at),"
+                 " hold_id = IF(" + takeable + ", ?, hold_id),"
+                 " bell = IF(" + mine + ", ?, bell),"
+                 " waiters = IF(" + mine + ", 0, waiters),"
+                 " expire_time = IF(" + mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time),"
+                 " is_locked = IF(" + mine + ", 1, is_locked)";
+  take_sql_ = "UPDATE " + quoted_ +
+              " SET fence = fence + 1, state = ?, watchdog = ?, machine_id = ?, thread_id = ?, hold_id = ?,"
+              " holder_host = ?, holder_pid = ?, acquired_at = NOW(6), is_locked = 1, bell = ?, waiters = 0,"
+              " expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE lock_name = ? AND " + takeable;
+  const std::string live = "is_locked = 1 AND expire_time > NOW(6)";
+  const std::string live_hold = " WHERE lock_name = ? AND hold_id = ? AND " + live;
   reacquire_sql_ = "UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND" +
                    live_hold;
   release_sql_ = "UPDATE " + quoted_ + " SET state = ?" + live_hold;
   // The fence is assigned before hold_id, so its IF still sees the hold the
   // row had: a re-run that finds its own earlier run applied adds nothing.
+  // The bell and the waiters mark stay: the new hold is rung from the same
+  // session, and its release rings for the waiters who marked the row.
   hand_over_sql_ = "UPDATE " + quoted_ +
                    " SET fence = IF(hold_id = ?, fence, fence + 1), state = 1, watchdog = ?, thread_id = ?,"
                    " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND"
-                   " WHERE lock_name = ? AND hold_id IN (?, ?) AND is_locked = 1 AND expire_time > NOW(6)";
+                   " WHERE lock_name = ? AND hold_id IN (?, ?) AND " + live;
   const std::string cleared = "state = 0, watchdog = 0, machine_id = NULL, thread_id = NULL, hold_id = NULL, "
-                              "holder_host = NULL, holder_pid = NULL, acquired_at = NULL, expire_time = NULL";
-  const auto free_row_sql = [&](const std::string& is_locked) {
-    return "UPDATE " + quoted_ + " SET is_locked = " + is_locked + ", " + cleared + live_hold;
-  };
-  free_row_sql_ = free_row_sql("0");
-  // The doorbell is given back while the statement still holds the row lock:
-  // a woken waiter's attempt waits for that lock and then reads the freed row.
-  free_row_doorbell_sql_ = free_row_sql("0 * COALESCE(RELEASE_LOCK(?), 0)");
+                              "holder_host = NULL, holder_pid = NULL, acquired_at = NULL, expire_time = NULL, "
+                              "bell = NULL, waiters = 0";
+  free_row_sql_ = "UPDATE " + quoted_ + " SET is_locked = 0, " + cleared + live_hold;
+  free_unwaited_sql_ = free_row_sql_ + " AND waiters = 0";
+  // The ring rides in the is_locked assignment ("0 *" keeps the value,
+  // COALESCE keeps a NULL from reaching it), evaluated only when the row
+  // matched: the session takes its next bell before it gives back the one
+  // the waiters block on, so it is never without one. The bell is given
+  // back while the statement still holds the row lock: a woken waiter's
+  // attempt waits for that lock and then reads the freed row.
+  // GET_LOCK nests, and on Galera a statement that failed certification
+  // at commit is run again after its user-lock calls took effect: the next
+  // bell is taken only if this session does not hold it yet, so a re-run
+  // cannot leave it held twice (and then never rung by one RELEASE_LOCK).
+  free_ringing_sql_ = "UPDATE " + quoted_ +
+                      " SET is_locked = 0 * COALESCE(IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) +"
+                      " RELEASE_LOCK(?), 0), " + cleared + live_hold;
+  restamp_sql_ = "UPDATE " + quoted_ + " SET bell = ? WHERE lock_name = ? AND hold_id = ? AND bell = ?";
+  // Only a live hold with a bell is marked: a holder without one (fast
+  // wake-up off, an older client) never pays for a ring nobody hears.
+  mark_sql_ = "UPDATE " + quoted_ + " SET waiters = 1 WHERE lock_name = ? AND " + live +
+              " AND waiters = 0 AND bell IS NOT NULL";
+  // Starts with kDoorbellWaitPrefix. Blocks only while the hold is live,
+  // marked, and its bell held; 2: live but nothing to block on; 3: not
+  // live. RELEASE_LOCK gives back what GET_LOCK took (a no-op otherwise).
+  wait_release_sql_ = std::string(kDoorbellWaitPrefix) + "bell) = 0 AND " + live +
+                      " AND waiters = 1, GET_LOCK(bell, ?), IF(" + live + ", 2, 3)), RELEASE_LOCK(bell) FROM " +
+                      quoted_ + " WHERE lock_name = ?";
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
   free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
   force_sql_ = "UPDATE " + quoted_ + " SET is_locked = 0, " + cleared +
@@ -154,6 +153,8 @@ std::string LockTable::create_table_sql() const {
          "  watchdog     TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: the holder renews the lease',\n"
          "  expire_time  DATETIME(6)     NULL     COMMENT 'server clock (UTC); the hold is void from then',\n"
          "  fence        BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token of the current or last hold',\n"
+         "  bell         VARBINARY(64)   NULL     COMMENT 'user-level lock of the holding session (fast wake-up)',\n"
+         "  waiters      TINYINT(1)      NOT NULL DEFAULT 0 COMMENT '1: a waiter elsewhere waits for the bell',\n"
          "  gmt_create   DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),\n"
          "  gmt_modified DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),\n"
          "  PRIMARY KEY (lock_name)\n"
@@ -172,6 +173,8 @@ const AddedColumn kAddedColumns[] = {
     {"holder_host", "VARBINARY(255) NULL COMMENT 'host name of the holding client' AFTER hold_id"},
     {"holder_pid", "INT UNSIGNED NULL COMMENT 'process id of the holding client' AFTER holder_host"},
     {"acquired_at", "DATETIME(6) NULL COMMENT 'server clock (UTC): when the hold was taken' AFTER holder_pid"},
+    {"bell", "VARBINARY(64) NULL COMMENT 'user-level lock of the holding session (fast wake-up)' AFTER fence"},
+    {"waiters", "TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1: a waiter elsewhere waits for the bell' AFTER bell"},
 };
 
 // nullopt: no such table. Otherwise the added columns it lacks.
@@ -242,52 +245,42 @@ void LockTable::check_schema(Connection& c) const {
 }
 
 AcquireResult LockTable::acquire(Connection& c, std::string_view name, const Holder& holder, unsigned state,
-                                 std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
-  const auto affected = run(
-      c, "acquiring a lock",
-      [&] {
-        auto& ps = c.prepared(doorbell != nullptr ? acquire_doorbell_sql_ : acquire_sql_);
-        Binder b(ps);
-        b.text(name).text(holder.label).u64(holder.owner).u64(holder.hold_id).text(holder.host).u64(holder.pid);
-        b.u64(state).flag(watchdog).i64(lease_us);
-        b.u64(holder.hold_id);                          // fence
-        b.u64(holder.hold_id).u64(state);               // state
-        b.u64(holder.hold_id).flag(watchdog);           // watchdog
-        b.u64(holder.hold_id).u64(holder.owner);        // thread_id
-        b.u64(holder.hold_id).text(holder.label);       // machine_id
-        b.u64(holder.hold_id).text(holder.host);        // holder_host
-        b.u64(holder.hold_id).u64(holder.pid);          // holder_pid
-        b.u64(holder.hold_id);                          // acquired_at
-        b.u64(holder.hold_id).u64(holder.hold_id);      // hold_id
-        b.u64(holder.hold_id).i64(lease_us);            // expire_time
-        b.u64(holder.hold_id);                          // is_locked
-        if (doorbell != nullptr) b.text(*doorbell);
-        return execute_update(ps);
-      },
-      [&] {
-        if (doorbell != nullptr) give_back_quietly(c, *doorbell);
-      });
+                                 std::int64_t lease_us, bool watchdog, const std::string* bell) const {
+  const auto affected = run(c, "acquiring a lock", [&] {
+    auto& ps = c.prepared(acquire_sql_);
+    Binder b(ps);
+    b.text(name).text(holder.label).u64(holder.owner).u64(holder.hold_id).text(holder.host).u64(holder.pid);
+    b.u64(state).flag(watchdog).i64(lease_us).text_or_null(bell);
+    b.u64(holder.hold_id);                          // fence
+    b.u64(holder.hold_id).u64(state);               // state
+    b.u64(holder.hold_id).flag(watchdog);           // watchdog
+    b.u64(holder.hold_id).u64(holder.owner);        // thread_id
+    b.u64(holder.hold_id).text(holder.label);       // machine_id
+    b.u64(holder.hold_id).text(holder.host);        // holder_host
+    b.u64(holder.hold_id).u64(holder.pid);          // holder_pid
+    b.u64(holder.hold_id);                          // acquired_at
+    b.u64(holder.hold_id).u64(holder.hold_id);      // hold_id
+    b.u64(holder.hold_id).text_or_null(bell);       // bell
+    b.u64(holder.hold_id);                          // waiters
+    b.u64(holder.hold_id).i64(lease_us);            // expire_time
+    b.u64(holder.hold_id);                          // is_locked
+    return execute_update(ps);
+  });
   if (affected == 1) return AcquireResult::kInserted;
   if (affected == 2) return AcquireResult::kTaken;
   return AcquireResult::kRefused;
 }
 
 bool LockTable::take(Connection& c, std::string_view name, const Holder& holder, unsigned state,
-                     std::int64_t lease_us, bool watchdog, const std::string* doorbell) const {
-  return run(
-             c, "acquiring a lock",
-             [&] {
-               auto& ps = c.prepared(doorbell != nullptr ? take_doorbell_sql_ : take_sql_);
-               Binder b(ps);
-               b.u64(state).flag(watchdog).text(holder.label).u64(holder.owner).u64(holder.hold_id);
-               b.text(holder.host).u64(holder.pid);
-               if (doorbell != nullptr) b.text(*doorbell);  // inside is_locked, before the lease
-               b.i64(lease_us).text(name).u64(holder.hold_id);
-               return execute_update(ps);
-             },
-             [&] {
-               if (doorbell != nullptr) give_back_quietly(c, *doorbell);
-             }) > 0;
+                     std::int64_t lease_us, bool watchdog, const std::string* bell) const {
+  return run(c, "acquiring a lock", [&] {
+           auto& ps = c.prepared(take_sql_);
+           Binder b(ps);
+           b.u64(state).flag(watchdog).text(holder.label).u64(holder.owner).u64(holder.hold_id);
+           b.text(holder.host).u64(holder.pid).text_or_null(bell);
+           b.i64(lease_us).text(name).u64(holder.hold_id);
+           return execute_update(ps);
+         }) > 0;
 }
 
 bool LockTable::reacquire(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
@@ -299,27 +292,78 @@ bool LockTable::reacquire(Connection& c, std::string_view name, std::uint64_t ho
          }) > 0;
 }
 
-bool LockTable::release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
-                        const std::string* doorbell) const {
-  return run(
-             c, "releasing a lock",
-             [&] {
-               if (state == 0) {
-                 auto& ps = c.prepared(doorbell != nullptr ? free_row_doorbell_sql_ : free_row_sql_);
-                 Binder b(ps);
-                 if (doorbell != nullptr) b.text(*doorbell);
-                 b.text(name).u64(hold_id);
-                 return execute_update(ps);
-               }
-               auto& ps = c.prepared(release_sql_);
-               Binder(ps).u64(state).text(name).u64(hold_id);
-               return execute_update(ps);
-             },
-             [&] {
-               // The row may stay held (it expires with its lease), but the
-               // doorbell must not outlive this attempt on a pooled session.
-               if (doorbell != nullptr) give_back_quietly(c, *doorbell);
-             }) > 0;
+bool LockTable::release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state) const {
+  return run(c, "releasing a lock", [&] {
+           auto& ps = c.prepared(state == 0 ? free_row_sql_ : release_sql_);
+           Binder b(ps);
+           if (state != 0) b.u64(state);
+           b.text(name).u64(hold_id);
+           return execute_update(ps);
+         }) > 0;
+}
+
+bool LockTable::release_unwaited(Connection& c, std::string_view name, std::uint64_t hold_id) const {
+  return run(c, "releasing a lock", [&] {
+           auto& ps = c.prepared(free_unwaited_sql_);
+           Binder(ps).text(name).u64(hold_id);
+           return execute_update(ps);
+         }) > 0;
+}
+
+bool LockTable::release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id) const {
+  const std::string next = c.bell.next();
+  bool freed = false;
+  try {
+    freed = run(c, "releasing a lock", [&] {
+              auto& ps = c.prepared(free_ringing_sql_);
+              Binder(ps).text(next).text(next).text(c.bell.current()).text(name).u64(hold_id);
+              return execute_update(ps);
+            }) > 0;
+  } catch (const BackendError&) {
+    // Which bell the session holds is unknown now (user-level locks are not
+    // transactional): closing it gives back whatever it holds, which wakes
+    // the waiters, and the next session starts with a bell of its own.
+    c.mark_broken();
+    throw;
+  }
+  // A statement that matched no row evaluated neither call.
+  if (freed) c.bell.advanced();
+  return freed;
+}
+
+void LockTable::ring(Connection& c) const {
+  if (c.bell.current().empty()) return;
+  const std::string next = c.bell.next();
+  bool took = false;
+  try {
+    took = run(c, "ringing a session bell", [&] {
+      auto& ps = c.prepared("SELECT GET_LOCK(?, 0), RELEASE_LOCK(?)");
+      Binder(ps).text(next).text(c.bell.current());
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      return rs->next() && !rs->isNull(1) && rs->getInt(1) == 1;
+    });
+  } catch (const BackendError&) {
+    c.mark_broken();  // as in release_ringing
+    throw;
+  }
+  if (took) {
+    c.bell.advanced();
+  } else {
+    c.bell.lost();
+  }
+}
+
+std::size_t LockTable::restamp(Connection& c, const std::vector<NamedHold>& holds, const std::string& from,
+                               const std::string* to) const {
+  std::size_t moved = 0;
+  for (const auto& hold : holds) {
+    moved += static_cast<std::size_t>(run(c, "re-stamping a session bell", [&] {
+      auto& ps = c.prepared(restamp_sql_);
+      Binder(ps).text_or_null(to).text(hold.name).u64(hold.hold_id).text(from);
+      return execute_update(ps);
+    }));
+  }
+  return moved;
 }
 
 bool LockTable::hand_over(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to,
@@ -329,6 +373,24 @@ bool LockTable::hand_over(Connection& c, std::string_view name, std::uint64_t fr
            Binder(ps).u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us).text(name).u64(from).u64(to);
            return execute_update(ps);
          }) > 0;
+}
+
+const std::string* LockTable::session_bell(Connection& c) const {
+  if (!c.bell.tried()) {
+    thread_local std::mt19937_64 random(std::random_device{}());
+    std::string prefix = SessionBell::prefix_for(random());
+    bool ok = false;
+    try {
+      ok = take_doorbell(c, prefix + "0");
+    } catch (const OutcomeUnknown&) {
+      throw;
+    } catch (const BackendError& e) {
+      // Not worth failing a lock for: its waiters elsewhere poll instead.
+      if (logger_) logger_->info("dlock: could not take a session bell: {}", e.what());
+    }
+    c.bell.taken(std::move(prefix), ok);
+  }
+  return c.bell.current().empty() ? nullptr : &c.bell.current();
 }
 
 bool LockTable::take_doorbell(Connection& c, const std::string& doorbell) const {
@@ -372,6 +434,37 @@ LockTable::Ring LockTable::wait_for_doorbell(Connection& c, const std::string& d
     });
   } catch (const BackendError& e) {
     // MySQL answers it with ER_QUERY_INTERRUPTED.
+    if (e.code() == mysql_error::kQueryInterrupted) return Ring::kInterrupted;
+    throw;
+  }
+}
+
+LockTable::Ring LockTable::wait_for_release(Connection& c, std::string_view name, int wait_seconds) const {
+  run(c, "marking a lock row as waited for", [&] {
+    auto& ps = c.prepared(mark_sql_);
+    Binder(ps).text(name);
+    return execute_update(ps);
+  });
+  try {
+    return run(c, "waiting on a session bell", [&] {
+      auto& ps = c.prepared(wait_release_sql_);
+      Binder(ps).i64(wait_seconds).text(name);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      if (!rs->next()) return Ring::kReleased;  // no row: try it
+      // MariaDB answers a KILL QUERY of GET_LOCK with NULL.
+      if (rs->isNull(1)) return Ring::kInterrupted;
+      switch (rs->getInt(1)) {
+        case 1:
+          return Ring::kRung;
+        case 2:
+          return Ring::kNoDoorbell;
+        case 3:
+          return Ring::kReleased;
+        default:
+          return Ring::kTimedOut;
+      }
+    });
+  } catch (const BackendError& e) {
     if (e.code() == mysql_error::kQueryInterrupted) return Ring::kInterrupted;
     throw;
   }

@@ -117,44 +117,60 @@ class LockTable {
   // hold id never matches a live row, so a live hold of another client, or
   // of this one, is never taken).
   //
-  // `doorbell` (may be null): the user-level lock to take, inside the same
-  // statement and only if the row is taken, so waiters in other clients can
-  // block on it (see doorbell.hpp). Taken with a zero timeout, never
-  // waiting; if another session has it the hold simply has no doorbell. The
-  // first insert of a name takes none (its VALUES are evaluated before the
-  // server knows whether the row exists, so a refused attempt would take
-  // it): the caller follows kInserted with take_doorbell().
+  // `bell` (may be null: none): the session bell of `c` (see doorbell.hpp,
+  // "Session bells"), written into the row with the hold; the take also
+  // clears the row's waiters mark. A plain value: no user-lock call.
   AcquireResult acquire(Connection& c, std::string_view name, const Holder& holder, unsigned state,
-                        std::int64_t lease_us, bool watchdog, const std::string* doorbell) const;
+                        std::int64_t lease_us, bool watchdog, const std::string* bell) const;
   // Fresh acquire of a row known to exist: one conditional UPDATE (cheaper
   // than the upsert's insert-then-duplicate path). Same taking rule and
   // effects as acquire(). False: refused, or the row does not exist.
   bool take(Connection& c, std::string_view name, const Holder& holder, unsigned state, std::int64_t lease_us,
-            bool watchdog, const std::string* doorbell) const;
+            bool watchdog, const std::string* bell) const;
   // Reentrant acquire: only while hold `hold_id` is live. Sets state =
   // `state`, restarts the lease, keeps the fence. False: the hold is gone.
   bool reacquire(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
                  bool watchdog) const;
-  // Release down to `state` (0 frees the row), only while hold `hold_id` is
-  // live. False: the hold was already lost.
-  // `doorbell` (may be null; only with state 0): given back inside the same
-  // statement when the row is freed, which wakes the sessions blocked on it.
-  // If the statement fails (an error, not a lost connection, whose session
-  // takes its user locks with it), the doorbell is given back on its own.
-  bool release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state,
-               const std::string* doorbell = nullptr) const;
+  // Release down to `state` (0 frees the row, whatever waiters marked it,
+  // and rings nothing), only while hold `hold_id` is live. False: the hold
+  // was already lost.
+  bool release(Connection& c, std::string_view name, std::uint64_t hold_id, unsigned state) const;
+  // Frees the row of live hold `hold_id` only if no waiter marked it: the
+  // uncontended release. False: marked, or the hold was already lost (the
+  // caller then frees it with release_ringing or release, which tell).
+  bool release_unwaited(Connection& c, std::string_view name, std::uint64_t hold_id) const;
+  // Frees the row of live hold `hold_id` and rings `c`'s session bell in the
+  // same statement: takes the session's next bell, then gives back the
+  // current one, which wakes every session blocked on it. `c` must hold a
+  // bell (c.bell.current() not empty). On success the session's bell
+  // advances; other rows that recorded the old one need restamp(). False:
+  // the hold was already lost, and nothing rang.
+  bool release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id) const;
+  // Rings `c`'s session bell on its own (a release that ran on another
+  // session, a lost hold): next taken, current given back. Nothing if `c`
+  // has no bell.
+  void ring(Connection& c) const;
+  // Rows of `holds` that still record bell `from` record `to` instead (after
+  // a ring advanced their session's bell). Returns how many moved.
+  std::size_t restamp(Connection& c, const std::vector<NamedHold>& holds, const std::string& from,
+                      const std::string* to) const;
   // Direct handoff: the live hold `from` (this client's, releasing its last
   // count) becomes hold `to` of `owner` (same client) with count 1, the
   // given lease and mode, and the fence one greater, in one statement: the
-  // row is never free in between. The doorbell is a user-level lock of the
-  // session that took it, so it stays where it is, now the new hold's.
+  // row is never free in between. The row's bell and waiters mark stay: the
+  // new hold is rung from the old one's session.
   // A row already carrying `to` is matched too, without a second fence
   // increment: that is this very statement's earlier run, re-run after its
   // outcome was unknown. False: neither hold is live (`from` was lost).
   bool hand_over(Connection& c, std::string_view name, std::uint64_t from, std::uint64_t to, std::uint64_t owner,
                  std::int64_t lease_us, bool watchdog) const;
-  // Takes the doorbell on its own (after the first insert of a name, whose
-  // statement cannot take it), never waiting. True if this session has it.
+  // `c`'s session bell, taken first if this session has not tried yet (one
+  // GET_LOCK per session, ever; see sql/session_bell.hpp). Null when the
+  // session has none (taking it failed). Throws OutcomeUnknown only if the
+  // connection died meanwhile.
+  const std::string* session_bell(Connection& c) const;
+  // Per-name doorbells (semaphore permits and read-write locks, see
+  // doorbell.hpp): takes one, never waiting. True if this session has it.
   bool take_doorbell(Connection& c, const std::string& doorbell) const;
   // Gives back a doorbell this session may hold (a lost hold's). Harmless if
   // it holds none.
@@ -162,15 +178,22 @@ class LockTable {
 
   enum class Ring {
     kRung,         // the doorbell was given back while we waited (or just before)
-    kNoDoorbell,   // nobody held it when we looked: the holder has none
+    kNoDoorbell,   // nothing to block on: the hold is live but its doorbell
+                   // is free (its holder has none, or a ring is in flight)
     kTimedOut,     // still held after `wait_seconds`
     kInterrupted,  // KILL QUERY (or an error the server reports as such)
+    kReleased,     // wait_for_release only: the row has no live hold now
   };
-  // Waiter side: blocks until the doorbell is given back, at most
-  // `wait_seconds`, and gives it back at once so every waiting client hears
-  // the same release. One statement.
+  // Waiter side of a per-name doorbell: blocks until the doorbell is given
+  // back, at most `wait_seconds`, and gives it back at once so every
+  // waiting client hears the same release. One statement.
   Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
-  // How the doorbell wait's statement text begins, as PROCESSLIST shows it
+  // Waiter side of a lock row's session bell: marks the row's live hold as
+  // waited for (so its release rings), then blocks on the bell the row
+  // records, at most `wait_seconds`, only while that hold is still live and
+  // marked, and gives the bell back at once. Two statements.
+  Ring wait_for_release(Connection& c, std::string_view name, int wait_seconds) const;
+  // How both wait statements begin, as PROCESSLIST shows them
   // (interrupt_doorbell_wait recognises our waits by it).
   static constexpr const char* kDoorbellWaitPrefix = "SELECT IF(IS_FREE_LOCK(";
   // Renews these live watchdog-mode holds (each matched by name and hold
@@ -196,15 +219,9 @@ class LockTable {
 
  private:
   // Runs `body`, retrying deadlocks and lock-wait timeouts within the call's
-  // budget. `undo` runs (best effort) after any failure that left the
-  // session alive, before a retry or the throw: it gives back a doorbell the
-  // failed run may have taken (user-level locks are not transactional).
-  template <class Body, class Undo>
-  auto run(Connection& c, const char* what, Body&& body, Undo&& undo) const;
+  // budget.
   template <class Body>
   auto run(Connection& c, const char* what, Body&& body) const;
-  // Gives back `doorbell` on this session, swallowing errors.
-  void give_back_quietly(Connection& c, const std::string& doorbell) const;
   std::string renew_sql(std::size_t bucket) const;
 
   std::string table_;
@@ -212,13 +229,15 @@ class LockTable {
   std::string quoted_;
   std::string acquire_sql_;
   std::string reacquire_sql_;
-  std::string acquire_doorbell_sql_;
   std::string take_sql_;
-  std::string take_doorbell_sql_;
   std::string release_sql_;
   std::string hand_over_sql_;
   std::string free_row_sql_;
-  std::string free_row_doorbell_sql_;
+  std::string free_unwaited_sql_;
+  std::string free_ringing_sql_;
+  std::string restamp_sql_;
+  std::string mark_sql_;
+  std::string wait_release_sql_;
   std::string free_sql_;
   std::string read_sql_;
   std::string force_sql_;

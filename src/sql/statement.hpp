@@ -4,6 +4,7 @@
 // each statement's text next to its bindings and run it through these.
 #pragma once
 
+#include <cppconn/datatype.h>
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <spdlog/spdlog.h>
@@ -29,6 +30,14 @@ class Binder {
   Binder& text(std::string_view v) {
     ps_.setString(next_++, sql::SQLString(v.data(), v.size()));
     return *this;
+  }
+  // NULL when `v` is null.
+  Binder& text_or_null(const std::string* v) {
+    if (v == nullptr) {
+      ps_.setNull(next_++, sql::DataType::VARBINARY);
+      return *this;
+    }
+    return text(*v);
   }
   Binder& u64(std::uint64_t v) {
     ps_.setUInt64(next_++, v);

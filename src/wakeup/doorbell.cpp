@@ -221,8 +221,10 @@ void DoorbellWatcher::run(Slot& slot) {
         slot.server_id = slot.connection->server_id();
         slot.server_index = slot.connection->server_index();
       }
-      ring = table_.wait_for_doorbell(*slot.connection, doorbell_name(database_, table_.table(), name),
-                                      wait_seconds_);
+      ring = is_lock_name_key(name)
+                 ? table_.wait_for_release(*slot.connection, name, wait_seconds_)
+                 : table_.wait_for_doorbell(*slot.connection, doorbell_name(database_, table_.table(), name),
+                                            wait_seconds_);
     } catch (const std::exception& e) {
       failed = true;
       logger_->debug("dlock: doorbell connection for {} failed; the poller covers it: {}", printable(name),
@@ -289,6 +291,12 @@ bool DoorbellWatcher::settle(Slot& slot, LockTable::Ring ring, bool& ring_now, s
       if (!hooks_.waited(name)) silent_.erase(it);
       return false;
     }
+    case LockTable::Ring::kReleased:
+      // The hold ended (committed) before we looked: the waiter tries now.
+      silent_.erase(name);
+      after_ring_.erase(name);
+      ring_now = true;
+      return false;
     case LockTable::Ring::kTimedOut:
       silent_.erase(name);
       after_ring_.erase(name);

@@ -1,37 +1,51 @@
 // Fast wake-up of waiters in other clients (Options::fast_wakeup).
 //
 // MySQL has no LISTEN/NOTIFY, but a session blocked in GET_LOCK wakes the
-// moment the session holding that user-level lock gives it back. So each
-// lock name has a "doorbell": a user-level lock named after it.
+// moment the session holding that user-level lock gives it back. So a
+// release that someone elsewhere waits for gives back a user-level lock the
+// waiter blocks on: a "doorbell". Two kinds:
 //
-//   Holder: the statement that takes the row also takes the doorbell
-//   (GET_LOCK(bell, 0), never waiting), and the statement that frees the row
-//   gives it back, on the same pooled session (user-level locks belong to a
-//   session). An uncontended lock/unlock stays two statements, but the two
-//   user-lock calls inside writing statements cost the server 12-18 us of
-//   CPU a cycle (3-6 % of one on a 2-core VM, 2026-11-25; the same calls in
-//   a SELECT cost about 1 us). The benchmark's session-bell prototype
-//   shows a design without them (bench/contenders.cpp).
-//
+// Session bells (lock rows). Each pooled session holds one user-level lock
+// of its own for as long as it lives (sql/session_bell.hpp), taken before
+// its first lock take. A take writes that bell's name into the row (`bell`)
+// and clears the row's `waiters` mark: plain values, so an uncontended
+// lock/unlock has no user-lock call at all (inside a writing statement such
+// calls cost the server 12-18 us of CPU a cycle, 3-6 % of one on a 2-core
+// VM, 2026-11-25).
 //   Waiter: after a refused attempt, a client blocks one of a few dedicated
-//   connections in GET_LOCK on the name's doorbell (DoorbellWatcher below).
-//   When the holder frees the row the server wakes that session, which gives
-//   the doorbell straight back (so every waiting client hears the release
-//   in turn, and the next holder can take it), and the client wakes one
-//   local waiter, which tries the row again.
+//   connections (DoorbellWatcher below) in LockTable::wait_for_release: it
+//   marks the live hold (`waiters = 1`, committed), then blocks in GET_LOCK
+//   on the bell the row records, only while that hold is still live and
+//   marked, and gives the bell straight back when it gets it (so every
+//   waiting client hears the release in turn).
+//   Release: frees only an unmarked row (`AND waiters = 0`): the
+//   uncontended cycle's second and last statement. A marked row is freed by
+//   a second statement on the hold's session that rings: it takes the
+//   session's next bell and gives back the current one. The mark and the
+//   release serialize on the row lock, so a waiter either marked before the
+//   release (which then rings) or finds the hold gone and tries at once: a
+//   release wakes its waiters also the first time a name is contended.
+//   Other rows of live holds that recorded the rung bell (several holds on
+//   one session) are re-stamped with the new one right after.
 //
-// The row stays the only truth. A ring is only a hint: a spurious one (a
-// holder's session dropped, a lost hold's doorbell given back) costs one
-// refused attempt; a missed one (a holder with no doorbell: fast_wakeup off,
-// the first insert of a name, a doorbell still held by a lost hold, no free
-// dedicated connection) costs at most one poll interval, because the poller
-// keeps running. A doorbell found free while the row is held means "this
-// holder has none": the watcher wakes the waiter once (the row may have just
-// been freed) and then leaves that name to the poller until a ring or a
-// timeout shows a doorbell again, so a holder without one never causes a
-// busy loop. Right after a real ring a free doorbell means something else:
-// the release rang before its commit was visible, and the waiter is woken
-// again a few times with a growing pause (see after_ring_).
+// Per-name doorbells (semaphore permits, read-write locks): a user-level
+// lock named after the key (doorbell_name), taken by the statement that
+// takes the slot or head row (GET_LOCK(bell, 0), never waiting) and given
+// back by the statement that frees it, on the same pooled session.
+//
+// For both, the client wakes one local waiter when the wait ends, which
+// tries the row again. The row stays the only truth. A ring is only a hint:
+// a spurious one (a holder's session dropped, a lost hold's bell given back)
+// costs one refused attempt; a missed one (a holder with no bell: fast_wakeup
+// off, an older client; a bell whose session died; no free dedicated
+// connection) costs at most one poll interval, because the poller keeps
+// running. A bell found free while the row is held means "this holder has
+// none": the watcher wakes the waiter once (the row may have just been
+// freed) and then leaves that name to the poller until a ring or a timeout
+// shows a bell again, so a holder without one never causes a busy loop.
+// Right after a real ring a free bell means something else: the release
+// rang before its commit was visible, and the waiter is woken again a few
+// times with a growing pause (see after_ring_).
 //
 // Thread safety: every public member of DoorbellWatcher is safe to call
 // concurrently.
@@ -64,6 +78,11 @@ namespace dlock::details {
 // MySQL's 64-character limit on user-level lock names. Two names that
 // collide share a doorbell, which only costs spurious or missed rings.
 std::string doorbell_name(std::string_view database, std::string_view table, std::string_view name);
+
+// True if a DoorbellWatcher key is a lock name, watched through its row's
+// session bell. The client's other keys (semaphores, read-write locks, a
+// hold's own doorbell) begin with a NUL byte, which lock names never do.
+inline bool is_lock_name_key(std::string_view key) { return !key.empty() && key[0] != '\0'; }
 
 // A session on one server of the client's list (Connection::server_id and
 // Connection::server_index): connection ids are unique on one server only.
