@@ -389,139 +389,6 @@ class SeedContender : public Contender {
   SeedWaiters waiters_;
 };
 
-// ---------------------------------------------------------------- session bell (prototype)
-
-// A wake design with no user-level lock call in an uncontended cycle (issue
-// 16, goal 1), in raw SQL on dlock's row shape (two columns added):
-// - Each session holds one doorbell of its own for good,
-//   "sbell:<random>:<generation>", taken when it connects. A take writes
-//   that name into the row (`bell`) and clears the row's `waiters` mark.
-// - A refused waiter marks the row (`waiters = 1`, only while a hold is
-//   live), then reads the row and blocks in GET_LOCK on the holder's bell,
-//   but only if the mark is still there (else that hold ended meanwhile:
-//   try again at once).
-// - A release frees the row only where nobody marked it (`AND waiters =
-//   0`): the uncontended cycle's second and last statement. When that frees
-//   nothing, a second statement frees the row and rings: it takes the
-//   session's next bell and gives back the current one in the same
-//   statement, so the session is never without a bell, and every waiter of
-//   the old one wakes. The mark and the release serialize on the row lock:
-//   a waiter either marks before the release (which then rings) or finds the
-//   hold gone.
-// What it leaves to a library version: holds of other names taken on the
-// same session recorded the old bell; their waiters wake once for nothing
-// and then find that bell free, so they would need the session's next one
-// (or fall back to the poll).
-class SessionBellSession : public Session {
- public:
-  explicit SessionBellSession(const std::string& url)
-      : c_(connect(url)), owner_(details::current_thread_id()), prefix_(bell_prefix()) {
-    auto& ps = c_->prepared("SELECT GET_LOCK(?, 0)");
-    ps.setString(1, bell());
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    rs->next();
-  }
-  void lock(const std::string& name) override {
-    for (;;) {
-      const std::uint64_t hold = details::new_hold_id();  // random: never another session's
-      auto& take = c_->prepared(
-          "UPDATE bench_sbell SET fence = fence + 1, state = 1, watchdog = 1, machine_id = 'sbell', thread_id = ?,"
-          " hold_id = ?, holder_host = 'bench', holder_pid = ?, acquired_at = NOW(6), is_locked = 1,"
-          " expire_time = NOW(6) + INTERVAL 30 SECOND, bell = ?, waiters = 0"
-          " WHERE lock_name = ? AND (is_locked = 0 OR expire_time <= NOW(6) OR hold_id <=> ?)");
-      take.setUInt64(1, owner_);
-      take.setUInt64(2, hold);
-      take.setUInt(3, static_cast<unsigned>(::getpid()));
-      take.setString(4, bell());
-      take.setString(5, name);
-      take.setUInt64(6, hold);
-      if (take.executeUpdate() == 1) {
-        held_[name] = hold;
-        return;
-      }
-      auto& mark = c_->prepared(
-          "UPDATE bench_sbell SET waiters = 1 WHERE lock_name = ? AND is_locked = 1 AND expire_time > NOW(6)"
-          " AND waiters = 0");
-      mark.setString(1, name);
-      mark.executeUpdate();
-      // 1: rung (or the bell was already free when GET_LOCK ran), 0: timed
-      // out, 2: the holder's bell is free (a ring in flight), 3: no marked
-      // live hold. All but 2 try again at once.
-      auto& wait = c_->prepared(
-          "SELECT IF(is_locked = 1 AND expire_time > NOW(6) AND waiters = 1 AND bell IS NOT NULL,"
-          " IF(IS_FREE_LOCK(bell) = 1, 2, GET_LOCK(bell, 5)), 3), RELEASE_LOCK(bell)"
-          " FROM bench_sbell WHERE lock_name = ?");
-      wait.setString(1, name);
-      std::unique_ptr<sql::ResultSet> rs(wait.executeQuery());
-      if (!rs->next()) {
-        create_rows(*c_, "bench_sbell", {name});
-      } else if (!rs->isNull(1) && rs->getInt(1) == 2) {
-        std::this_thread::sleep_for(100us);
-      }
-    }
-  }
-  void unlock(const std::string& name) override {
-    const std::uint64_t hold = held_[name];
-    auto& quiet = c_->prepared(
-        "UPDATE bench_sbell SET is_locked = 0, state = 0, watchdog = 0, machine_id = NULL, thread_id = NULL,"
-        " hold_id = NULL, holder_host = NULL, holder_pid = NULL, acquired_at = NULL, expire_time = NULL, bell = NULL"
-        " WHERE lock_name = ? AND hold_id = ? AND is_locked = 1 AND expire_time > NOW(6) AND waiters = 0");
-    quiet.setString(1, name);
-    quiet.setUInt64(2, hold);
-    if (quiet.executeUpdate() == 1) return;
-    auto& ring = c_->prepared(
-        "UPDATE bench_sbell SET is_locked = 0 * COALESCE(GET_LOCK(?, 0) + RELEASE_LOCK(?), 0), state = 0,"
-        " watchdog = 0, machine_id = NULL, thread_id = NULL, hold_id = NULL, holder_host = NULL, holder_pid = NULL,"
-        " acquired_at = NULL, expire_time = NULL, bell = NULL, waiters = 0"
-        " WHERE lock_name = ? AND hold_id = ? AND is_locked = 1 AND expire_time > NOW(6)");
-    ring.setString(1, bell(generation_ + 1));
-    ring.setString(2, bell(generation_));
-    ring.setString(3, name);
-    ring.setUInt64(4, hold);
-    // A statement that matched no row (the hold was lost) evaluated neither
-    // GET_LOCK nor RELEASE_LOCK: the session keeps its current bell.
-    if (ring.executeUpdate() == 1) ++generation_;
-  }
-
- private:
-  static std::string bell_prefix() {
-    std::random_device rd;
-    const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "sbell:%016llx:", static_cast<unsigned long long>(r));
-    return buf;
-  }
-  std::string bell(std::uint64_t generation) const { return prefix_ + std::to_string(generation); }
-  std::string bell() const { return bell(generation_); }
-
-  std::unique_ptr<details::Connection> c_;
-  std::uint64_t owner_;
-  std::string prefix_;
-  std::uint64_t generation_ = 0;
-  std::map<std::string, std::uint64_t> held_;
-};
-
-class SessionBellContender : public Contender {
- public:
-  explicit SessionBellContender(std::string url) : url_(std::move(url)) {
-    auto c = connect(url_);
-    details::LockTable("bench_sbell").create_table(*c);
-    auto& has = c->prepared(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = 'bench_sbell' AND COLUMN_NAME = 'bell'");
-    std::unique_ptr<sql::ResultSet> rs(has.executeQuery());
-    if (rs->next() && rs->getInt(1) == 0)
-      c->execute_plain("ALTER TABLE bench_sbell ADD COLUMN bell VARBINARY(64) NULL,"
-                       " ADD COLUMN waiters TINYINT NOT NULL DEFAULT 0");
-  }
-  std::string name() const override { return "session-bell"; }
-  std::unique_ptr<Session> session() override { return std::make_unique<SessionBellSession>(url_); }
-  void prepare(const std::vector<std::string>& names) override { create_rows(*connect(url_), "bench_sbell", names); }
-
- private:
-  std::string url_;
-};
-
 // ---------------------------------------------------------------- GET_LOCK
 
 class GetLockSession : public Session {
@@ -556,8 +423,6 @@ class GetLockContender : public Contender {
 
 }  // namespace
 
-std::vector<std::string> prototype_names() { return {"session-bell"}; }
-
 std::vector<std::string> rw_contender_names() { return {"dlock-read", "dlock-write"}; }
 
 std::vector<std::string> contender_names() {
@@ -584,7 +449,6 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
       o.poll_interval = std::chrono::milliseconds(10);
     });
   if (name == "kill-wake") return std::make_unique<KillWakeContender>(url);
-  if (name == "session-bell") return std::make_unique<SessionBellContender>(url);
   if (name == "floor") return std::make_unique<FloorContender>(url);
   if (name == "seed") return std::make_unique<SeedContender>(url);
   if (name == "get_lock") return std::make_unique<GetLockContender>(url);

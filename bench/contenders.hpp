@@ -71,9 +71,6 @@ class Contender {
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
 // Every contender name, in report order (not poll-10ms and kill-wake).
 std::vector<std::string> contender_names();
-// Prototypes of other designs measured beside dlock in the uncontended
-// scenarios and the wake designs: session-bell.
-std::vector<std::string> prototype_names();
 // The read and write sides of a read-write lock (not in contender_names():
 // they run in the uncontended, handoff and starvation scenarios only).
 std::vector<std::string> rw_contender_names();

@@ -73,6 +73,18 @@ TEST(NameMarks, ALaterMarkReplacesAnEarlierOne) {
   EXPECT_GT(marks.left("n"), 0us);
 }
 
+// Names marked once and never looked at again (one-time names) must not
+// pile up: expired marks go when the map grows.
+TEST(NameMarks, ExpiredMarksOfNamesNeverLookedAtAgainAreDropped) {
+  NameMarks marks;
+  const auto past = Clock::now() - 1s;
+  for (int i = 0; i < 100'000; ++i) marks.mark("once-" + std::to_string(i), past);
+  EXPECT_LE(marks.size(), NameMarks::kFirstSweep);
+  marks.mark("live", Clock::now() + 1h);
+  for (int i = 0; i < 10'000; ++i) marks.mark("again-" + std::to_string(i), past);
+  EXPECT_GT(marks.left("live"), 0us) << "a sweep dropped a live mark";
+}
+
 TEST(NameMarks, ConcurrentMarksAndTakesAreSafe) {
   NameMarks marks;
   std::thread marker([&] {

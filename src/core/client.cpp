@@ -670,29 +670,56 @@ bool Client::force_release(std::string_view name, LockSide side) {
 // ---------------------------------------------------------------- session bells
 
 bool Client::free_row(std::string_view name, const Hold& before) {
-  // The uncontended case: nobody elsewhere marked the row, so nothing rings.
-  if (with_connection([&](Connection& c) { return table_.release_unwaited(c, name, before.hold_id); })) return true;
-  // Marked by a waiter elsewhere (or the hold is lost: the next statement
-  // tells). The bell to ring is the one the row recorded: the hold's
-  // session's. Never wait for that session: if another thread is using it,
-  // free the row anywhere and ring the moment it is returned.
-  if (before.doorbell_session != 0) {
-    if (auto c = pool_.try_acquire_session(before.doorbell_session)) {
-      Connection& bell_session = **c;
-      if (!bell_session.bell.current().empty()) {
-        const std::string rung = bell_session.bell.current();
-        if (!table_.release_ringing(bell_session, name, before.hold_id)) return false;
-        restamp_after_ring(bell_session, rung);
-        return true;
-      }
-    } else {
-      const bool freed =
-          with_connection([&](Connection& any) { return table_.release(any, name, before.hold_id, 0); });
-      if (freed) ring_when_idle(before.doorbell_session);
-      return freed;
+  const std::uint64_t hold_id = before.hold_id;
+  const std::uint64_t session = before.doorbell_session;
+  const auto quietly = [&](Connection& c) { return table_.release_unwaited(c, name, hold_id); };
+  const auto quiet = [&] { return with_connection(quietly); };
+  const auto anywhere = [&] { return with_connection([&](Connection& c) { return table_.release(c, name, hold_id, 0); }); };
+  // Without a bell there is nothing to ring (a waiter elsewhere that marked
+  // the row anyway hears of the release at its poll).
+  if (session == 0) return quiet() || anywhere();
+  // The uncontended case first: where nobody elsewhere marked the row,
+  // nothing rings. But a name found marked at its last release most likely
+  // is again (its waiter elsewhere marks every hold it waits for): for a
+  // while, the ringing release goes first (one statement, not two).
+  const bool expect_mark = waited_elsewhere_.left(name).count() > 0;
+  if (!expect_mark && quiet()) return true;
+  // The bell to ring is the one the row records: the hold's session's.
+  // Never wait for that session.
+  const std::optional<bool> on_bell_session = [&]() -> std::optional<bool> {
+    auto c = pool_.try_acquire_session(session);
+    if (!c || (*c)->bell.current().empty()) return std::nullopt;
+    Connection& bell_session = **c;
+    const std::string rung = bell_session.bell.current();
+    bool rang = table_.release_ringing(bell_session, name, hold_id, /*only_marked=*/expect_mark);
+    if (!rang && expect_mark) {
+      // Not marked after all (or lost): free it quietly; if a waiter
+      // marked it in between, ring after all.
+      if (quietly(bell_session)) return true;
+      rang = table_.release_ringing(bell_session, name, hold_id, false);
     }
-  }
-  return with_connection([&](Connection& c) { return table_.release(c, name, before.hold_id, 0); });
+    if (!rang) return false;  // the hold was lost
+    restamp_after_ring(bell_session, rung);
+    rang_for_waiters_elsewhere(name);
+    return true;
+  }();
+  if (on_bell_session) return *on_bell_session;
+  // Another thread is using that session (or it is gone): free the row
+  // anywhere, and ring the moment the session is returned.
+  if (expect_mark && quiet()) return true;
+  if (!anywhere()) return false;
+  ring_when_idle(session);
+  rang_for_waiters_elsewhere(name);
+  return true;
+}
+
+void Client::rang_for_waiters_elsewhere(std::string_view name) {
+  const auto now = Clock::now();
+  waited_elsewhere_.mark(name, now + kRingAtOnceFor);
+  // Without it, a thread here that locks the name again at once (the one
+  // that just released it, or a local waiter) is first at the row every
+  // time, and the waiter the ring woke is refused again.
+  yields_.mark(name, now + kYieldAfterChain);
 }
 
 void Client::ring_when_idle(std::uint64_t session) {

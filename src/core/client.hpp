@@ -250,6 +250,10 @@ class Client {
   // and how long this client then holds back its own fresh takes.
   static constexpr Millis kHandoffChain{50};
   static constexpr Millis kYieldAfterChain{5};
+  // How long a name stays in waited_elsewhere_ after a release rang. A name
+  // contended across clients is marked again by each ringing release; a
+  // name nobody waits for any more is back to the quiet release first.
+  static constexpr Millis kRingAtOnceFor{1'000};
   // Holds handed straight to a local waiter so far (tests, benchmarks,
   // the torture report).
   std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
@@ -310,6 +314,11 @@ class Client {
   // session if it is idle, else freed anywhere and rung when it is). False:
   // the hold was already lost. Throws BackendError (OutcomeUnknown).
   bool free_row(std::string_view name, const Hold& before);
+  // After a release that rang for a waiter elsewhere (it had marked the
+  // row): the name's next releases ring first for kRingAtOnceFor, and this
+  // client's fresh takes of it hold back for kYieldAfterChain, so the woken
+  // waiter gets in.
+  void rang_for_waiters_elsewhere(std::string_view name);
   // Rings the session bell of pooled session `session` as soon as that
   // session is idle: now, or when the thread using it returns it. Never
   // waits; best effort.
@@ -496,6 +505,10 @@ class Client {
   NameMarks yields_;
   // Names seen free while a local hold looked live (until taken).
   NameMarks free_hints_;
+  // Names whose last release rang for a waiter elsewhere: for
+  // kRingAtOnceFor, their releases try the ringing release first (one
+  // statement while someone waits) instead of the quiet one (two then).
+  NameMarks waited_elsewhere_;
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest
   // Null when fast_wakeup is off. Reset first in the destructor: it sends
   // its KILL QUERYs through io_.

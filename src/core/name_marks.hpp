@@ -10,9 +10,11 @@
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -29,8 +31,17 @@ class NameMarks {
   void mark(std::string_view name, Clock::time_point until) {
     std::lock_guard<std::mutex> guard(mutex_);
     marks_[std::string(name)] = until;
+    if (marks_.size() >= sweep_at_) {
+      // Names marked once and never looked at again: drop the expired ones
+      // now and then, so the map stays as small as the names in play.
+      const auto now = Clock::now();
+      for (auto it = marks_.begin(); it != marks_.end();) it = it->second <= now ? marks_.erase(it) : std::next(it);
+      sweep_at_ = std::max<std::size_t>(kFirstSweep, 2 * marks_.size());
+    }
     size_.store(marks_.size(), std::memory_order_relaxed);
   }
+  std::size_t size() const { return size_.load(std::memory_order_relaxed); }
+  static constexpr std::size_t kFirstSweep = 1024;
   // How long `name` stays marked (zero when it is not).
   std::chrono::microseconds left(std::string_view name) {
     if (size_.load(std::memory_order_relaxed) == 0) return std::chrono::microseconds::zero();
@@ -65,6 +76,7 @@ class NameMarks {
   std::mutex mutex_;
   Map marks_;
   std::atomic<std::size_t> size_{0};
+  std::size_t sweep_at_ = kFirstSweep;
 };
 
 }  // namespace dlock::details

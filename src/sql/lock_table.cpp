@@ -120,6 +120,7 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
   free_ringing_sql_ = "UPDATE " + quoted_ +
                       " SET is_locked = 0 * COALESCE(IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) +"
                       " RELEASE_LOCK(?), 0), " + cleared + live_hold;
+  free_ringing_marked_sql_ = free_ringing_sql_ + " AND waiters = 1";
   restamp_sql_ = "UPDATE " + quoted_ + " SET bell = ? WHERE lock_name = ? AND hold_id = ? AND bell = ?";
   // Only a live hold with a bell is marked: a holder without one (fast
   // wake-up off, an older client) never pays for a ring nobody hears.
@@ -310,12 +311,13 @@ bool LockTable::release_unwaited(Connection& c, std::string_view name, std::uint
          }) > 0;
 }
 
-bool LockTable::release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id) const {
+bool LockTable::release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id,
+                                bool only_marked) const {
   const std::string next = c.bell.next();
   bool freed = false;
   try {
     freed = run(c, "releasing a lock", [&] {
-              auto& ps = c.prepared(free_ringing_sql_);
+              auto& ps = c.prepared(only_marked ? free_ringing_marked_sql_ : free_ringing_sql_);
               Binder(ps).text(next).text(next).text(c.bell.current()).text(name).u64(hold_id);
               return execute_update(ps);
             }) > 0;

@@ -142,10 +142,13 @@ class LockTable {
   // Frees the row of live hold `hold_id` and rings `c`'s session bell in the
   // same statement: takes the session's next bell, then gives back the
   // current one, which wakes every session blocked on it. `c` must hold a
-  // bell (c.bell.current() not empty). On success the session's bell
-  // advances; other rows that recorded the old one need restamp(). False:
-  // the hold was already lost, and nothing rang.
-  bool release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id) const;
+  // bell (c.bell.current() not empty). `only_marked`: only if a waiter
+  // marked the row. On success the session's bell advances; other rows that
+  // recorded the old one need restamp(). False: nothing was freed and
+  // nothing rang (the hold was already lost; or, with `only_marked`, the
+  // row is not marked). A failure marks `c` broken (which bell the session
+  // holds is unknown then; closing it gives back whatever it holds).
+  bool release_ringing(Connection& c, std::string_view name, std::uint64_t hold_id, bool only_marked) const;
   // Rings `c`'s session bell on its own (a release that ran on another
   // session, a lost hold): next taken, current given back. Nothing if `c`
   // has no bell.
@@ -235,6 +238,7 @@ class LockTable {
   std::string free_row_sql_;
   std::string free_unwaited_sql_;
   std::string free_ringing_sql_;
+  std::string free_ringing_marked_sql_;
   std::string restamp_sql_;
   std::string mark_sql_;
   std::string wait_release_sql_;
