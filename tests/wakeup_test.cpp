@@ -450,7 +450,8 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
       [](const std::string&) { return true; },
       [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
         if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
-      }};
+      },
+      nullptr};
   details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
                                    spdlog::default_logger(), hooks, 2s);
   // A key of the client's own (NUL first): watched through a per-name
@@ -474,6 +475,47 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
     ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options) == 0; }, 15s))
         << "round " << round << ": the idle doorbell connection stayed open";
   }
+}
+
+// The watcher marks a lock row only for a hold of another client: a hold of
+// its own client is released here, which wakes the waiter locally, and a
+// mark would make that release ring (and hold back this client's takes)
+// for nobody.
+TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  const Options watcher_options = as_private_account(o);
+  DatabaseDistributedLock holder(o);
+  holder.lock("watched");
+  const details::LockTable table(o.table);
+  for (const bool ours : {true, false}) {
+    std::atomic<int> rings{0};
+    details::DoorbellWatcher::Hooks hooks{
+        [&](const std::string&) { ++rings; },
+        [](const std::string&) { return true; },
+        [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
+          if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
+        },
+        [ours](std::uint64_t) { return ours; }};
+    details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 4,
+                                     spdlog::default_logger(), hooks);
+    watcher.arm("watched");
+    const auto waiters = [&] {
+      return test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'watched'");
+    };
+    if (ours) {
+      ASSERT_TRUE(test::wait_until([&] { return rings.load() > 0; }, 15s)) << "the waiter was not woken";
+      EXPECT_EQ(waiters(), "0") << "marked a hold of its own client";
+      EXPECT_EQ(sessions_of(watcher_options, true), 0);
+    } else {
+      ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
+          << "no wait on the holder's bell";
+      EXPECT_EQ(waiters(), "1");
+      EXPECT_EQ(rings.load(), 0);
+      watcher.disarm("watched");
+    }
+  }
+  holder.unlock("watched");
 }
 
 // A holder in the same client wakes its local waiters itself at unlock: no

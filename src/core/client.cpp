@@ -157,6 +157,7 @@ Client::Client(Options options)
                    if (still_waiting()) interrupt_doorbell_wait(connection(), session);
                  });
       };
+      hooks.ours = [this](std::uint64_t hold_id) { return holds_.is_ours(hold_id); };
       doorbells_ = std::make_unique<DoorbellWatcher>(settings_, table_, options_.database,
                                                      options_.wakeup_connections, wait_seconds, logger_,
                                                      std::move(hooks));

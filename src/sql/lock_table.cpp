@@ -122,16 +122,12 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
                       " RELEASE_LOCK(?), 0), " + cleared + live_hold;
   free_ringing_marked_sql_ = free_ringing_sql_ + " AND waiters = 1";
   restamp_sql_ = "UPDATE " + quoted_ + " SET bell = ? WHERE lock_name = ? AND hold_id = ? AND bell = ?";
-  // Only a live hold with a bell is marked: a holder without one (fast
-  // wake-up off, an older client) never pays for a ring nobody hears.
-  mark_sql_ = "UPDATE " + quoted_ + " SET waiters = 1 WHERE lock_name = ? AND " + live +
-              " AND waiters = 0 AND bell IS NOT NULL";
-  // Starts with kDoorbellWaitPrefix. Blocks only while the hold is live,
-  // marked, and its bell held; 2: live but nothing to block on; 3: not
-  // live. RELEASE_LOCK gives back what GET_LOCK took (a no-op otherwise).
-  wait_release_sql_ = std::string(kDoorbellWaitPrefix) + "bell) = 0 AND " + live +
-                      " AND waiters = 1, GET_LOCK(bell, ?), IF(" + live + ", 2, 3)), RELEASE_LOCK(bell) FROM " +
-                      quoted_ + " WHERE lock_name = ?";
+  // Marks one live hold with a bell: a holder without one (fast wake-up
+  // off, an older client) never pays for a ring nobody hears.
+  mark_sql_ = "UPDATE " + quoted_ + " SET waiters = 1 WHERE lock_name = ? AND hold_id = ? AND " + live +
+              " AND bell IS NOT NULL";
+  // What a waiter needs to know before it marks and waits.
+  watched_sql_ = "SELECT " + live + ", hold_id, waiters, bell FROM " + quoted_ + " WHERE lock_name = ?";
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
   free_sql_ = "SELECT lock_name FROM " + quoted_ + " WHERE (is_locked = 0 OR expire_time <= NOW(6)) AND lock_name IN (";
   force_sql_ = "UPDATE " + quoted_ + " SET is_locked = 0, " + cleared +
@@ -441,35 +437,54 @@ LockTable::Ring LockTable::wait_for_doorbell(Connection& c, const std::string& d
   }
 }
 
-LockTable::Ring LockTable::wait_for_release(Connection& c, std::string_view name, int wait_seconds) const {
-  run(c, "marking a lock row as waited for", [&] {
-    auto& ps = c.prepared(mark_sql_);
+LockTable::Watched LockTable::watched(Connection& c, std::string_view name) const {
+  return run(c, "reading a waited-for lock row", [&] {
+    auto& ps = c.prepared(watched_sql_);
     Binder(ps).text(name);
-    return execute_update(ps);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    Watched w;
+    if (!rs->next() || rs->isNull(1) || rs->getInt(1) != 1) return w;  // no live hold
+    w.live = true;
+    w.hold_id = rs->isNull(2) ? 0 : rs->getUInt64(2);
+    w.marked = rs->getInt(3) == 1;
+    if (!rs->isNull(4)) w.bell = rs->getString(4);
+    return w;
   });
-  try {
-    return run(c, "waiting on a session bell", [&] {
-      auto& ps = c.prepared(wait_release_sql_);
-      Binder(ps).i64(wait_seconds).text(name);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      if (!rs->next()) return Ring::kReleased;  // no row: try it
-      // MariaDB answers a KILL QUERY of GET_LOCK with NULL.
-      if (rs->isNull(1)) return Ring::kInterrupted;
-      switch (rs->getInt(1)) {
-        case 1:
-          return Ring::kRung;
-        case 2:
-          return Ring::kNoDoorbell;
-        case 3:
-          return Ring::kReleased;
-        default:
-          return Ring::kTimedOut;
-      }
+}
+
+LockTable::Ring LockTable::wait_for_release(Connection& c, std::string_view name, int wait_seconds,
+                                            const std::function<bool(std::uint64_t)>& ours) const {
+  // Read, mark that very hold, then wait on the bell read, in statements of
+  // their own: a statement that read the table while it blocked in
+  // GET_LOCK would hold a read view open for the whole wait, and hold back
+  // purge for seconds.
+  const Watched seen = watched(c, name);
+  // No live hold: try now. A hold of this client's own (taken since the
+  // waiter looked): its release wakes the waiter here; a mark would only
+  // make it ring for nobody.
+  if (!seen.live || (ours && ours(seen.hold_id))) return Ring::kReleased;
+  if (seen.bell.empty()) return Ring::kNoDoorbell;
+  const auto same_hold = [&](const Watched& now) {
+    return now.live && now.hold_id == seen.hold_id && now.bell == seen.bell;
+  };
+  if (!seen.marked) {
+    const auto marked = run(c, "marking a lock row as waited for", [&] {
+      auto& ps = c.prepared(mark_sql_);
+      Binder(ps).text(name).u64(seen.hold_id);
+      return execute_update(ps);
     });
-  } catch (const BackendError& e) {
-    if (e.code() == mysql_error::kQueryInterrupted) return Ring::kInterrupted;
-    throw;
+    // 0: the hold ended (or another waiter marked it just now: then it is
+    // still the same hold, marked).
+    if (marked == 0) {
+      const Watched now = watched(c, name);
+      if (!same_hold(now) || !now.marked) return Ring::kReleased;
+    }
   }
+  const Ring ring = wait_for_doorbell(c, seen.bell, wait_seconds);
+  if (ring != Ring::kNoDoorbell) return ring;
+  // Free: rung between the read and the wait (the hold ended, or its row
+  // moved to its session's next bell), or its session is gone.
+  return same_hold(watched(c, name)) ? Ring::kNoDoorbell : Ring::kReleased;
 }
 
 namespace {

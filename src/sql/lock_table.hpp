@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,12 +192,23 @@ class LockTable {
   // back, at most `wait_seconds`, and gives it back at once so every
   // waiting client hears the same release. One statement.
   Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
-  // Waiter side of a lock row's session bell: marks the row's live hold as
-  // waited for (so its release rings), then blocks on the bell the row
-  // records, at most `wait_seconds`, only while that hold is still live and
-  // marked, and gives the bell back at once. Two statements.
-  Ring wait_for_release(Connection& c, std::string_view name, int wait_seconds) const;
-  // How both wait statements begin, as PROCESSLIST shows them
+  // Waiter side of a lock row's session bell: reads the row, marks its live
+  // hold as waited for (so its release rings), and blocks on the bell the
+  // row records as wait_for_doorbell does. Two or three statements (one or
+  // two more when the mark or the bell says the hold may have ended: the row
+  // is read again). kReleased: the row has no live hold, or a hold `ours`
+  // says is this client's own (its release wakes the waiter here).
+  Ring wait_for_release(Connection& c, std::string_view name, int wait_seconds,
+                        const std::function<bool(std::uint64_t hold_id)>& ours) const;
+  // A waited-for row as wait_for_release reads it.
+  struct Watched {
+    bool live = false;        // a live hold (the rest is set only then)
+    std::uint64_t hold_id = 0;
+    bool marked = false;      // waiters = 1
+    std::string bell;         // empty: none
+  };
+  Watched watched(Connection& c, std::string_view name) const;
+  // How the wait statement begins, as PROCESSLIST shows it
   // (interrupt_doorbell_wait recognises our waits by it).
   static constexpr const char* kDoorbellWaitPrefix = "SELECT IF(IS_FREE_LOCK(";
   // Renews these live watchdog-mode holds (each matched by name and hold
@@ -241,7 +253,7 @@ class LockTable {
   std::string free_ringing_marked_sql_;
   std::string restamp_sql_;
   std::string mark_sql_;
-  std::string wait_release_sql_;
+  std::string watched_sql_;
   std::string free_sql_;
   std::string read_sql_;
   std::string force_sql_;

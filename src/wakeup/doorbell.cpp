@@ -222,7 +222,7 @@ void DoorbellWatcher::run(Slot& slot) {
         slot.server_index = slot.connection->server_index();
       }
       ring = is_lock_name_key(name)
-                 ? table_.wait_for_release(*slot.connection, name, wait_seconds_)
+                 ? table_.wait_for_release(*slot.connection, name, wait_seconds_, hooks_.ours)
                  : table_.wait_for_doorbell(*slot.connection, doorbell_name(database_, table_.table(), name),
                                             wait_seconds_);
     } catch (const std::exception& e) {

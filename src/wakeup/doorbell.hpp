@@ -14,10 +14,14 @@
 // VM, 2026-11-25).
 //   Waiter: after a refused attempt, a client blocks one of a few dedicated
 //   connections (DoorbellWatcher below) in LockTable::wait_for_release: it
-//   marks the live hold (`waiters = 1`, committed), then blocks in GET_LOCK
-//   on the bell the row records, only while that hold is still live and
-//   marked, and gives the bell straight back when it gets it (so every
-//   waiting client hears the release in turn).
+//   reads the row, marks that live hold (`waiters = 1`, committed; never a
+//   hold of its own client, whose release wakes it locally), and blocks in
+//   GET_LOCK on the bell the row records (a statement that reads no table,
+//   so no read view stays open through the wait); it gives the bell
+//   straight back when it gets it (so every waiting client hears the
+//   release in turn). A bell found free is told apart by reading the row
+//   again: rung meanwhile (the hold ended, or moved to its session's next
+//   bell: try now) or gone with its session (as "no doorbell" below).
 //   Release: frees only an unmarked row (`AND waiters = 0`): the
 //   uncontended cycle's second and last statement. A marked row is freed by
 //   a second statement on the hold's session that rings: it takes the
@@ -112,6 +116,8 @@ class DoorbellWatcher {
     // `still_waiting()` is true when the KILL is about to be sent (the hook
     // may run later, on another thread; the function stays valid).
     std::function<void(SessionAddress session, std::function<bool()> still_waiting)> interrupt;
+    // True if a lock hold with this id is the client's own (may be empty).
+    std::function<bool(std::uint64_t hold_id)> ours;
   };
 
   // A dedicated connection unused this long is closed (and opened again when
