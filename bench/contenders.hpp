@@ -17,20 +17,15 @@
 //   get_lock        MySQL's GET_LOCK / RELEASE_LOCK: session-bound and not
 //                   durable; a reference, not a target
 //
-//   dlock-no-wakeup dlock-watchdog with fast_wakeup off: no doorbell, the
-//                   1 s poll alone; shows what the doorbell costs
+//   dlock-no-wakeup dlock-watchdog with fast_wakeup off: no session bell,
+//                   the 1 s poll alone; shows what the bells cost
 //
 // Wake designs for a waiter in another client (issue 6), compared in the
-// wakeup scenario; dlock-watchdog is the doorbell design (the default), and
-// dlock-no-wakeup the design before it:
+// wakeup scenario; dlock-watchdog is the session-bell design (the
+// default), and dlock-no-wakeup the design before issue 6:
 //   poll-10ms       dlock with fast_wakeup off and a 10 ms poll
 //   kill-wake       waiters sleep on a tagged connection; the releaser finds
 //                   them in PROCESSLIST and KILL QUERYs them (a prototype)
-//   session-bell    each session holds one doorbell of its own for good; a
-//                   waiter marks the row and waits on the holder session's
-//                   doorbell; only a release of a marked row rings (a
-//                   prototype for issue 16: no user-level lock call in an
-//                   uncontended cycle). Also in the uncontended scenarios.
 //
 // A contender hands out sessions; a session is used by one thread. dlock's
 // sessions share one client (that is how dlock is used); the others own a

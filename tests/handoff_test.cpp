@@ -441,5 +441,41 @@ TEST(Handoff, AChainOfHandoffsDoesNotKeepAnotherClientOut) {
   EXPECT_GT(handoffs(hot), 20u);
 }
 
+// Threads of one client taking turns on a name (handoffs off: release, then
+// take) never mark its row for a ring: a waiter refused by a hold of its own
+// client is woken by that hold's release, and tells it from the row's hold
+// id alone, even before the holder has recorded it. A mark there made every
+// such release ring and hold this client's takes back 5 ms (the hot lock
+// benchmark's release-then-take fell from 1,746 to 270 cycles/s).
+TEST(Handoff, ThreadsOfOneClientNeverMarkTheRowForARing) {
+  Options o = fresh_options();
+  o.fast_wakeup = true;
+  DatabaseDistributedLock client(o);
+  details::ClientAccess::of(client).enable_handoffs(false);
+  client.lock("turns");
+  client.unlock("turns");
+  std::atomic<bool> stop{false};
+  std::atomic<long> cycles{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      while (!stop) {
+        client.lock("turns");
+        client.unlock("turns");
+        ++cycles;
+      }
+    });
+  }
+  int marked = 0;
+  const auto end = Clock::now() + 2s;  // the observed window
+  while (Clock::now() < end) {
+    if (query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'turns'") == "1") ++marked;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(cycles.load(), 0);
+  EXPECT_EQ(marked, 0) << "the row was marked in " << marked << " samples";
+}
+
 }  // namespace
 }  // namespace dlock

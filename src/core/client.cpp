@@ -97,6 +97,7 @@ Client::Client(Options options)
                       : nullptr),
       rw_(RwTable::names_fit(options_.table) ? std::make_unique<const RwTable>(options_.table, logger_) : nullptr),
       client_key_(new_hold_id()),
+      hold_tag_(new_hold_id() >> 48),
       io_(io_settings(settings_), logger_),
       async_(options_.pool_size) {
   if (settings_.servers) {
@@ -157,7 +158,7 @@ Client::Client(Options options)
                    if (still_waiting()) interrupt_doorbell_wait(connection(), session);
                  });
       };
-      hooks.ours = [this](std::uint64_t hold_id) { return holds_.is_ours(hold_id); };
+      hooks.ours = [this](std::uint64_t hold_id) { return is_this_clients(hold_id); };
       doorbells_ = std::make_unique<DoorbellWatcher>(settings_, table_, options_.database,
                                                      options_.wakeup_connections, wait_seconds, logger_,
                                                      std::move(hooks));
@@ -395,7 +396,7 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
       return refused;
     }
   }
-  const Holder holder{machine_id_, owner, new_hold_id(), host_, pid_};
+  const Holder holder{machine_id_, owner, tagged_hold_id(), host_, pid_};
   const auto sent = Clock::now();
   LockRow row;
   std::uint64_t fence = 0;
@@ -413,7 +414,7 @@ Client::Attempt Client::attempt(std::string_view name, std::uint64_t owner, Mill
     if (!row.exists) row = read_row(name);
     refused.ttl_us = row.held ? row.ttl_us.value_or(0) : 0;
     refused.held = row.held;
-    refused.holder_is_local = row.held && holds_.is_ours(row.hold_id);
+    refused.holder_is_local = row.held && is_this_clients(row.hold_id);
   }
   return refused;
 }
@@ -611,7 +612,7 @@ Client::Handoff Client::hand_over(std::string_view name, std::uint64_t owner, co
   if (&theirs != &owner_mutex(name, owner) && !serial.try_lock()) return Handoff::kDeclined;
   if (holds_.find(name, request->owner)) return Handoff::kDeclined;  // e.g. a lost hold it still owes unlock() for
 
-  const std::uint64_t to = new_hold_id();
+  const std::uint64_t to = tagged_hold_id();
   const std::int64_t lease_us = micros(request->lease);
   const auto run = [&] {
     return with_connection([&](Connection& c) {
@@ -669,6 +670,11 @@ bool Client::force_release(std::string_view name, LockSide side) {
 }
 
 // ---------------------------------------------------------------- session bells
+
+std::uint64_t Client::tagged_hold_id() const {
+  const std::uint64_t low = new_hold_id() & ((std::uint64_t{1} << 48) - 1);
+  return hold_tag_ << 48 | (low != 0 ? low : 1);
+}
 
 bool Client::free_row(std::string_view name, const Hold& before) {
   const std::uint64_t hold_id = before.hold_id;

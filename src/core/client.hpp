@@ -117,7 +117,7 @@ class Client {
   AcquireRequest make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                               std::optional<Millis> wait, LockSide side = LockSide::kMutex) const;
   // One attempt for the request, and what to do next. On a refusal it arms
-  // the doorbell of a holder in another client. Throws LockLostError,
+  // the doorbell watcher for a holder in another client. Throws LockLostError,
   // BackendError.
   AcquireStep attempt_step(const AcquireRequest& request);
   // The synchronous driver for any request (a lock hold or a permit):
@@ -129,8 +129,8 @@ class Client {
   // poller while the semaphore has waiters here.
   void waiting_started(const AcquireRequest& request);
   // A driver's waiter under `key` (AcquireRequest::waiter_key) has
-  // unsubscribed: the last one of a lock name frees the name's doorbell
-  // connection for other names; the last one of a semaphore drops its
+  // unsubscribed: the last one of a lock name frees the doorbell connection
+  // watching it for other names; the last one of a semaphore drops its
   // bound.
   void waiting_ended(const std::string& key);
   // Semaphores whose bound the poller knows now (tests: none once no one
@@ -235,8 +235,9 @@ class Client {
   // `kind`, 16 hex digits of the hold's id, the name. Kind 'p': a permit of
   // semaphore `name`; 'q': a read hold of read-write lock `name`. Its
   // doorbell is doorbell_name() of that key, computed the same way by the
-  // holder and every waiter. (A mutex's and a write side's doorbell keys
-  // are the name and rw_key(kWrite, name).)
+  // holder and every waiter. (A write side's doorbell key is
+  // rw_key(kWrite, name); a lock's watcher key is its name, watched through
+  // its row's session bell.)
   static std::string hold_bell_key(char kind, std::string_view name, std::uint64_t id);
   static std::string permit_bell_key(std::string_view name, std::uint64_t id) {
     return hold_bell_key('p', name, id);
@@ -491,6 +492,15 @@ class Client {
   std::mutex rw_table_mutex_;
   std::atomic<bool> rw_table_ready_{false};
   const std::uint64_t client_key_;  // this client's reader slot rows and intents
+  // The top 16 bits of every lock hold id this client makes (the other 48
+  // are random): a waiter tells a hold of its own client from the row alone,
+  // even before the holder has recorded it, and never marks it for a ring
+  // (its release wakes the waiter locally). Another client with the same
+  // tag (1 in 65,536) only costs waits between the two the poll.
+  const std::uint64_t hold_tag_;
+  // A fresh lock hold id carrying hold_tag_.
+  std::uint64_t tagged_hold_id() const;
+  bool is_this_clients(std::uint64_t hold_id) const { return hold_id != 0 && hold_id >> 48 == hold_tag_; }
   HoldRegistry rw_holds_;
   ReaderSlots reader_slots_;
   KnownRows rw_heads_;  // head rows known to exist
