@@ -6,7 +6,8 @@
 // 3"), never as "state + 1", so re-running a statement whose first run may
 // or may not have happened cannot make the count drift.
 //
-// Each hold is identified by a random 64-bit hold id, written with the row
+// Each hold is identified by a random 64-bit hold id (for a lock taken by a
+// Client: its 16-bit tag, then 48 random bits), written with the row
 // when the hold is taken from free and checked by every later statement of
 // that hold (reacquire, release, renew). It is what makes two client
 // instances distinct owners even when they share a machine_id (a label for
