@@ -14,13 +14,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "child_process.hpp"
+#include "core/client.hpp"
+#include "core/client_access.hpp"
+#include "sql/connection_pool.hpp"
 #include "wakeup/doorbell.hpp"
 #include "test_env.hpp"
 
@@ -76,6 +81,20 @@ int sessions_of(const Options& o, bool only_doorbell_waits = false) {
   return std::stoi(test::query_scalar(
       "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + o.user + "'" +
       (only_doorbell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'" : "")));
+}
+
+// Hooks for a DoorbellWatcher of a test's own: counts rings, every key is
+// waited for, interrupts with KILL QUERY, and `ours` says which lock holds
+// are the test client's.
+details::DoorbellWatcher::Hooks counting_hooks(std::atomic<int>& rings,
+                                               std::function<bool(std::uint64_t)> ours = nullptr) {
+  return details::DoorbellWatcher::Hooks{
+      [&rings](const std::string&) { ++rings; },
+      [](const std::string&) { return true; },
+      [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
+        if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
+      },
+      std::move(ours)};
 }
 
 // Waits (up to 30 s) for `name` on another thread; the future is true if it
@@ -435,6 +454,50 @@ TEST(FastWakeup, TwoClientsLoopingOnOneNameBothGetIt) {
   EXPECT_GE(std::min(cycles_a, cycles_b) * 5, total) << cycles_a << " against " << cycles_b;
 }
 
+// A release whose bell's session another thread is using frees the row on
+// another connection and rings the moment that session is returned, never
+// waiting for it.
+TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  Options o = wakeup_options();  // 60 s poll
+  o.pool_size = 4;
+  DatabaseDistributedLock holder(o);
+  Options w = as_private_account(same_table(o));
+  w.io_timeout = 15s;  // a bell wait lasts 10 s: longer than the bound below
+  DatabaseDistributedLock waiter(w);
+  holder.lock("later");
+  const std::string bell = row_bell(o, "later");
+  const std::string bell_session = bell_holder(bell);
+  ASSERT_NE(bell_session, "");
+  // Another thread (this one) takes the bell's session out of the pool.
+  auto& pool = details::ClientAccess::of(holder).pool();
+  std::optional<details::PooledConnection> busy;
+  {
+    std::vector<details::PooledConnection> others;
+    for (std::size_t i = 0; i < pool.capacity() && !busy; ++i) {
+      auto c = pool.acquire();
+      if (std::to_string(c->server_id()) == bell_session) {
+        busy.emplace(std::move(c));
+      } else {
+        others.push_back(std::move(c));
+      }
+    }
+  }
+  ASSERT_TRUE(busy.has_value());
+  std::atomic<bool> released{false};
+  auto waited = acquire_after_release(waiter, "later", released);
+  ASSERT_TRUE(test::wait_until([&] { return sessions_of(w, true) == 1; }, 15s)) << "the waiter is not on the bell";
+  released = true;
+  holder.unlock("later");  // does not wait for the session
+  EXPECT_EQ(test::query_scalar("SELECT is_locked FROM `" + o.table + "` WHERE lock_name = 'later'"), "0");
+  EXPECT_EQ(bell_holder(bell), bell_session) << "rang before its session was returned";
+  const auto returned_at = Clock::now();
+  busy.reset();  // returned: the ring runs now
+  EXPECT_TRUE(waited.get());
+  EXPECT_LT(Clock::now() - returned_at, 3s) << "left to the bell wait's timeout or the poll";
+  EXPECT_EQ(bell_holder(bell), "");
+}
+
 // A doorbell connection nobody needs any more is closed after a while (60 s
 // in a client; 2 s here), and a fresh one is opened for the next wait. The
 // watcher signs in as an account of this test's own, so its sessions can be
@@ -445,13 +508,7 @@ TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
   const Options watcher_options = as_private_account(o);
   const details::LockTable table(o.table);
   std::atomic<int> rings{0};
-  details::DoorbellWatcher::Hooks hooks{
-      [&](const std::string&) { ++rings; },
-      [](const std::string&) { return true; },
-      [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
-        if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
-      },
-      nullptr};
+  const details::DoorbellWatcher::Hooks hooks = counting_hooks(rings);
   details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
                                    spdlog::default_logger(), hooks, 2s);
   // A key of the client's own (NUL first): watched through a per-name
@@ -490,13 +547,7 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   const details::LockTable table(o.table);
   for (const bool ours : {true, false}) {
     std::atomic<int> rings{0};
-    details::DoorbellWatcher::Hooks hooks{
-        [&](const std::string&) { ++rings; },
-        [](const std::string&) { return true; },
-        [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
-          if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
-        },
-        [ours](std::uint64_t) { return ours; }};
+    const details::DoorbellWatcher::Hooks hooks = counting_hooks(rings, [ours](std::uint64_t) { return ours; });
     details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 4,
                                      spdlog::default_logger(), hooks);
     watcher.arm("watched");

@@ -681,10 +681,12 @@ bool Client::free_row(std::string_view name, const Hold& before) {
   const std::uint64_t session = before.doorbell_session;
   const auto quietly = [&](Connection& c) { return table_.release_unwaited(c, name, hold_id); };
   const auto quiet = [&] { return with_connection(quietly); };
-  const auto anywhere = [&] { return with_connection([&](Connection& c) { return table_.release(c, name, hold_id, 0); }); };
-  // Without a bell there is nothing to ring (a waiter elsewhere that marked
-  // the row anyway hears of the release at its poll).
-  if (session == 0) return quiet() || anywhere();
+  const auto anywhere = [&] {
+    return with_connection([&](Connection& c) { return table_.release(c, name, hold_id, 0); });
+  };
+  // Without a bell there is nothing to ring (and nobody marks a row that
+  // records none): one statement.
+  if (session == 0) return anywhere();
   // The uncontended case first: where nobody elsewhere marked the row,
   // nothing rings. But a name found marked at its last release most likely
   // is again (its waiter elsewhere marks every hold it waits for): for a

@@ -70,9 +70,19 @@ void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std:
   auto [it, inserted] = holds_.try_emplace(k, Entry{std::string(name), owner, h});
   if (!inserted) {
     live_ids_.erase(it->second.hold.hold_id);
+    forget_session(it->second.hold.doorbell_session, k);
     it->second.hold = h;
   }
   live_ids_.insert(h.hold_id);
+  if (doorbell_session != 0) by_session_[doorbell_session].insert(k);
+}
+
+void HoldRegistry::forget_session(std::uint64_t session, const std::string& k) {
+  if (session == 0) return;
+  const auto it = by_session_.find(session);
+  if (it == by_session_.end()) return;
+  it->second.erase(k);
+  if (it->second.empty()) by_session_.erase(it);
 }
 
 bool HoldRegistry::record_reentrant(std::string_view name, std::uint64_t owner, std::uint64_t generation,
@@ -95,6 +105,7 @@ std::optional<Hold> HoldRegistry::take_one(std::string_view name, std::uint64_t 
   if (--it->second.hold.count == 0) {
     live_ids_.erase(before.hold_id);
     forget_live(it->second.name, it->first);
+    forget_session(before.doorbell_session, it->first);
     holds_.erase(it);
   }
   return before;
@@ -108,6 +119,7 @@ std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t
   live_ids_.erase(it->second.hold.hold_id);
   forget_live(it->second.name, it->first);
   Hold before = it->second.hold;
+  forget_session(before.doorbell_session, it->first);
   it->second.hold.doorbell_session = 0;
   return before;
 }
@@ -150,8 +162,12 @@ std::vector<NamedHold> HoldRegistry::live() const {
 std::vector<NamedHold> HoldRegistry::on_session(std::uint64_t session) const {
   std::lock_guard<std::mutex> guard(mutex_);
   std::vector<NamedHold> out;
-  for (const auto& [k, e] : holds_)
-    if (!e.hold.lost && e.hold.doorbell_session == session) out.push_back(NamedHold{e.name, e.hold.hold_id});
+  const auto keys = by_session_.find(session);
+  if (keys == by_session_.end()) return out;
+  for (const auto& k : keys->second) {
+    const auto it = holds_.find(k);
+    if (it != holds_.end()) out.push_back(NamedHold{it->second.name, it->second.hold.hold_id});
+  }
   return out;
 }
 

@@ -133,6 +133,10 @@ class HoldRegistry {
   std::optional<SteadyTime> live_deadline_locked(const std::string& name) const;
   // Hold ids of the live (not lost) holds, for is_ours() without a scan.
   std::unordered_set<std::uint64_t> live_ids_;
+  // Keys of the live holds of each doorbell session, for on_session()
+  // without a scan (it runs at every release that rings).
+  std::unordered_map<std::uint64_t, std::unordered_set<std::string>> by_session_;
+  void forget_session(std::uint64_t session, const std::string& key);
   std::uint64_t next_generation_ = 1;
 };
 
