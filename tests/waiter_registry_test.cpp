@@ -92,7 +92,9 @@ struct Claimable final : WaiterRegistry::Parked {
   AcquireRequest request;
   bool accepts = true;
   std::atomic<int> wakes{0};
+  std::atomic<int> claims{0};
   void wake() override { ++wakes; }
+  void on_claimed() override { ++claims; }
   const AcquireRequest* handoff_request() const override { return accepts ? &request : nullptr; }
 };
 
@@ -118,6 +120,29 @@ TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
   EXPECT_TRUE(c.unpark(*second));
   EXPECT_EQ(registry.claim("n"), nullptr);
   EXPECT_EQ(registry.claim("other"), nullptr);
+}
+
+// A claimed waiter is told at the claim, before the releaser's statement
+// (a blocked thread then waits for the resolution awake); a wake or another
+// waiter's claim does not tell it.
+TEST(WaiterRegistry, AClaimTellsTheClaimedWaiterOnceAndNoOther) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription a(registry, "n"), b(registry, "n");
+  auto first = std::make_shared<Claimable>();
+  auto second = std::make_shared<Claimable>();
+  ASSERT_TRUE(a.park(first));
+  ASSERT_TRUE(b.park(second));
+  auto claimed = registry.claim("n");
+  ASSERT_EQ(claimed.get(), first.get());
+  EXPECT_EQ(first->claims, 1);
+  EXPECT_EQ(first->wakes, 0) << "told of the claim, not woken: the resolution wakes it";
+  EXPECT_EQ(second->claims, 0);
+  registry.wake_one("n");
+  EXPECT_EQ(second->wakes, 1);
+  EXPECT_EQ(second->claims, 0) << "a plain wake is not a claim";
+  WaiterRegistry::resolve(claimed, 1);
+  EXPECT_EQ(first->claims, 1);
+  EXPECT_EQ(first->wakes, 1);
 }
 
 TEST(WaiterRegistry, AWaiterThatDeclinesHandoffsIsNeverClaimed) {

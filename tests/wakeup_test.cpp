@@ -569,6 +569,29 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   holder.unlock("watched");
 }
 
+// On a hot lock the hold id changes at every local handoff (a new hold,
+// same bell, mark kept), often between a waiter's read of the row and its
+// mark. The mark matches the bell the waiter will wait on, so it still
+// lands and the chain's last release rings. Here the `ours` hook, which
+// runs between the read and the mark, plays that handoff.
+TEST(FastWakeup, TheMarkLandsOnAHoldALocalHandoffMadeAfterTheRead) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock holder(o);
+  holder.lock("chain");
+  const details::LockTable table(o.table);
+  auto c = details::Connection::open(details::ConnectionSettings::from(o));
+  const auto handed_over = [&](std::uint64_t) {
+    test::execute_sql("UPDATE `" + o.table + "` SET hold_id = hold_id + 1, fence = fence + 1 WHERE lock_name = 'chain'");
+    return false;  // another client's hold
+  };
+  const auto ring = table.wait_for_release(*c, "chain", 1, handed_over);
+  EXPECT_EQ(ring, details::LockTable::Ring::kTimedOut) << "the waiter gave up on the live hold instead of waiting";
+  EXPECT_EQ(test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'chain'"), "1")
+      << "the new hold was not marked: its release would not ring";
+  holder.force_unlock("chain");  // its client still believes in the old hold id
+}
+
 // A holder in the same client wakes its local waiters itself at unlock: no
 // doorbell connection is opened for them.
 TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {

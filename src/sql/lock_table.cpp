@@ -122,10 +122,13 @@ LockTable::LockTable(std::string table, std::shared_ptr<spdlog::logger> logger)
                       " RELEASE_LOCK(?), 0), " + cleared + live_hold;
   free_ringing_marked_sql_ = free_ringing_sql_ + " AND waiters = 1";
   restamp_sql_ = "UPDATE " + quoted_ + " SET bell = ? WHERE lock_name = ? AND hold_id = ? AND bell = ?";
-  // Marks one live hold with a bell: a holder without one (fast wake-up
-  // off, an older client) never pays for a ring nobody hears.
-  mark_sql_ = "UPDATE " + quoted_ + " SET waiters = 1 WHERE lock_name = ? AND hold_id = ? AND " + live +
-              " AND bell IS NOT NULL";
+  // Marks the live hold that records the bell the waiter will wait on.
+  // Matched by the bell, not the hold id: a local handoff makes a new hold
+  // but keeps the bell (and the mark), so on a hot lock, where the hold id
+  // changes every commit, the mark still lands and the release that ends
+  // the chain rings. A row without a bell (fast wake-up off, an older
+  // client) matches nothing: it never pays for a ring nobody hears.
+  mark_sql_ = "UPDATE " + quoted_ + " SET waiters = 1 WHERE lock_name = ? AND bell = ? AND " + live;
   // What a waiter needs to know before it marks and waits.
   watched_sql_ = "SELECT " + live + ", hold_id, waiters, bell FROM " + quoted_ + " WHERE lock_name = ?";
   read_sql_ = std::string("SELECT ") + kRowColumns + " FROM " + quoted_ + " WHERE lock_name = ?";
@@ -464,27 +467,27 @@ LockTable::Ring LockTable::wait_for_release(Connection& c, std::string_view name
   // make it ring for nobody.
   if (!seen.live || (ours && ours(seen.hold_id))) return Ring::kReleased;
   if (seen.bell.empty()) return Ring::kNoDoorbell;
-  const auto same_hold = [&](const Watched& now) {
-    return now.live && now.hold_id == seen.hold_id && now.bell == seen.bell;
-  };
+  // Still a live hold on the bell read: the same hold, or one a local
+  // handoff of the same client made from it (a handoff keeps the bell).
+  const auto same_bell = [&](const Watched& now) { return now.live && now.bell == seen.bell; };
   if (!seen.marked) {
     const auto marked = run(c, "marking a lock row as waited for", [&] {
       auto& ps = c.prepared(mark_sql_);
-      Binder(ps).text(name).u64(seen.hold_id);
+      Binder(ps).text(name).text(seen.bell);
       return execute_update(ps);
     });
-    // 0: the hold ended (or another waiter marked it just now: then it is
-    // still the same hold, marked).
+    // 0: the hold ended or moved to its session's next bell (or another
+    // waiter marked it just now: then it still records the bell, marked).
     if (marked == 0) {
       const Watched now = watched(c, name);
-      if (!same_hold(now) || !now.marked) return Ring::kReleased;
+      if (!same_bell(now) || !now.marked) return Ring::kReleased;
     }
   }
   const Ring ring = wait_for_doorbell(c, seen.bell, wait_seconds);
   if (ring != Ring::kNoDoorbell) return ring;
   // Free: rung between the read and the wait (the hold ended, or its row
   // moved to its session's next bell), or its session is gone.
-  return same_hold(watched(c, name)) ? Ring::kNoDoorbell : Ring::kReleased;
+  return same_bell(watched(c, name)) ? Ring::kNoDoorbell : Ring::kReleased;
 }
 
 namespace {

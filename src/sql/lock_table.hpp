@@ -194,8 +194,9 @@ class LockTable {
   // waiting client hears the same release. One statement.
   Ring wait_for_doorbell(Connection& c, const std::string& doorbell, int wait_seconds) const;
   // Waiter side of a lock row's session bell: reads the row, marks its live
-  // hold as waited for (so its release rings), and blocks on the bell the
-  // row records as wait_for_doorbell does. Two or three statements (one or
+  // hold as waited for (so its release rings; matched by the bell, so a
+  // hold a local handoff made from it is marked too), and blocks on the
+  // bell the row records as wait_for_doorbell does. Two or three statements (one or
   // two more when the mark or the bell says the hold may have ended: the row
   // is read again). kReleased: the row has no live hold, or a hold `ours`
   // says is this client's own (its release wakes the waiter here).

@@ -1,5 +1,7 @@
 #include "wakeup/waiter_registry.hpp"
 
+#include <thread>
+
 namespace dlock::details {
 
 WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, std::string name)
@@ -37,36 +39,85 @@ bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
 
 namespace {
 
+// A claimed thread waits for its claim's resolution (the releaser's
+// statement) awake, yielding its core to anything runnable, for about twice
+// as long as resolutions recently took, and blocks after that. Why: a
+// thread that blocked through the releaser's statement takes about 0.1 ms
+// to run again on a VM (bench/results/HISTORY.md), a third of a commit
+// here, and on a hot lock that wake-up is on the critical path of every
+// handoff. When resolutions take longer than kAwakeAtMost (a slow or
+// distant server), the wake-up is small beside them: the thread blocks at
+// once rather than burn a core.
+constexpr std::chrono::microseconds kAwakeAtMost{1000};
+
 // A thread in wait_claimable, parked like a continuation.
 class BlockedThread final : public WaiterRegistry::Parked {
  public:
-  BlockedThread(const AcquireRequest* request, const std::atomic<bool>* interrupted)
-      : request_(request), interrupted_(interrupted) {}
+  using Clock = std::chrono::steady_clock;
+  BlockedThread(const AcquireRequest* request, const std::atomic<bool>* interrupted,
+                std::atomic<std::int64_t>& resolution_us)
+      : request_(request), interrupted_(interrupted), resolution_us_(resolution_us) {}
   void wake() override {
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      woken_ = true;
+      woken_.store(true);
+    }
+    cv_.notify_one();
+  }
+  void on_claimed() override {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      claimed_at_ = Clock::now();
     }
     cv_.notify_one();
   }
   const AcquireRequest* handoff_request() const override {
     return interrupted_ != nullptr && interrupted_->load() ? nullptr : request_;
   }
+  // Until woken, claimed or `timeout`: false on the timeout.
   bool wait_for(std::chrono::microseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, timeout, [&] { return woken_; });
+    return cv_.wait_for(lock, timeout, [&] { return woken_.load() || claimed_at_ != Clock::time_point{}; });
   }
+  // Until woken; if claimed, awake for a while first, and then it learns
+  // how long the resolution took.
   void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return woken_; });
+    Clock::time_point claimed_at;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      claimed_at = claimed_at_;
+    }
+    if (claimed_at != Clock::time_point{}) {
+      const std::int64_t typical = resolution_us_.load(std::memory_order_relaxed);
+      if (typical > 0 && typical * 2 <= kAwakeAtMost.count()) {
+        const auto until = claimed_at + std::chrono::microseconds(typical * 2);
+        while (!woken_.load() && Clock::now() < until) std::this_thread::yield();
+      }
+    }
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return woken_.load(); });
+    }
+    if (claimed_at != Clock::time_point{}) learn(Clock::now() - claimed_at);
   }
 
  private:
+  // A moving average over the last few resolutions (weight 1/8 each).
+  void learn(Clock::duration took) {
+    const std::int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+    const std::int64_t was = resolution_us_.load(std::memory_order_relaxed);
+    resolution_us_.store(was == 0 ? us : was + (us - was) / 8, std::memory_order_relaxed);
+  }
+
   const AcquireRequest* const request_;
   const std::atomic<bool>* const interrupted_;
+  std::atomic<std::int64_t>& resolution_us_;  // the registry's
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool woken_ = false;
+  // Set under mutex_ (so a blocked wait cannot miss it), read without it
+  // by the awake wait.
+  std::atomic<bool> woken_{false};
+  Clock::time_point claimed_at_;  // guarded by mutex_; zero: not claimed
 };
 
 }  // namespace
@@ -75,14 +126,12 @@ WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable
                                                                                 const AcquireRequest* request,
                                                                                 const std::atomic<bool>* interrupted,
                                                                                 std::uint64_t* grant) {
-  auto self = std::make_shared<BlockedThread>(request, interrupted);
+  auto self = std::make_shared<BlockedThread>(request, interrupted, registry_.resolution_us_);
   if (!park(self)) return Woken::kWoken;  // a wake was waiting as a permit
-  if (!self->wait_for(timeout)) {
-    if (unpark(*self)) return Woken::kTimedOut;
-    // A wake or a claim took it out just now: its wake() is coming (for a
-    // claim, once the releaser's statement is done).
-    self->wait();
-  }
+  // Woken, or claimed: then its wake() comes once the releaser's statement
+  // is done. Timed out: unless a wake or a claim took it out just now.
+  if (!self->wait_for(timeout) && unpark(*self)) return Woken::kTimedOut;
+  self->wait();
   const std::uint64_t handed = self->take_grant();
   if (handed == 0) return Woken::kWoken;
   if (grant != nullptr) *grant = handed;
@@ -143,15 +192,19 @@ void WaiterRegistry::wake_one(std::string_view name) {
 std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(std::string_view name) {
   const auto entry = entry_of(name);
   if (!entry) return nullptr;
-  std::lock_guard<std::mutex> guard(entry->mutex);
-  for (auto it = entry->parked.begin(); it != entry->parked.end(); ++it) {
-    if ((*it)->handoff_request() == nullptr) continue;
-    std::shared_ptr<Parked> claimed = std::move(*it);
-    entry->parked.erase(it);
-    claimed->parked_ = false;
-    return claimed;
+  std::shared_ptr<Parked> claimed;
+  {
+    std::lock_guard<std::mutex> guard(entry->mutex);
+    for (auto it = entry->parked.begin(); it != entry->parked.end(); ++it) {
+      if ((*it)->handoff_request() == nullptr) continue;
+      claimed = std::move(*it);
+      entry->parked.erase(it);
+      claimed->parked_ = false;
+      break;
+    }
   }
-  return nullptr;
+  if (claimed) claimed->on_claimed();
+  return claimed;
 }
 
 void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, std::uint64_t grant) {
