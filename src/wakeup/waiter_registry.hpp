@@ -16,6 +16,9 @@
 // resumes already holding it (Parked::take_grant()), or, when the handoff did not
 // happen, simply tries again. A claimed waiter does not give up on its own
 // (a timeout or a cancellation finds it no longer parked) until resolved.
+// A claimed thread is told at the claim and waits for the resolution awake
+// for a short while (Parked::on_claimed), so on a hot lock its wake-up is
+// not added to every handoff.
 //
 // A waiter subscribes *before* its attempt in the database and stays
 // subscribed until it gives up or succeeds, so a wake that arrives between a
