@@ -36,6 +36,23 @@ using test::wait_until;
 
 std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::ClientAccess::of(client).handoffs(); }
 
+// `n` threads looping lock+unlock of `name` on `client` until `stop`,
+// counting their cycles in `cycles` if given. The caller joins them.
+std::vector<std::thread> looping_on(DatabaseDistributedLock& client, const std::string& name, int n,
+                                    const std::atomic<bool>& stop, std::atomic<long>* cycles = nullptr) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&client, name, &stop, cycles] {
+      while (!stop) {
+        client.lock(name);
+        client.unlock(name);
+        if (cycles != nullptr) ++*cycles;
+      }
+    });
+  }
+  return threads;
+}
+
 // The row's fence, read straight from the table.
 std::uint64_t row_fence(const Options& o, const std::string& name) {
   return std::stoull(query_scalar("SELECT fence FROM " + o.table + " WHERE lock_name = '" + name + "'"));
@@ -413,15 +430,7 @@ TEST(Handoff, AChainOfHandoffsDoesNotKeepAnotherClientOut) {
   DatabaseDistributedLock hot(options);
   DatabaseDistributedLock other(same_table(options));
   std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      while (!stop) {
-        hot.lock("busy");
-        hot.unlock("busy");
-      }
-    });
-  }
+  std::vector<std::thread> threads = looping_on(hot, "busy", 4, stop);
   ASSERT_TRUE(wait_until([&] { return handoffs(hot) > 20; }, 20s)) << "no handoffs between the local threads";
   std::vector<double> waits_ms;
   for (int i = 0; i < 10; ++i) {
@@ -456,16 +465,7 @@ TEST(Handoff, ThreadsOfOneClientNeverMarkTheRowForARing) {
   client.unlock("turns");
   std::atomic<bool> stop{false};
   std::atomic<long> cycles{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 6; ++t) {
-    threads.emplace_back([&] {
-      while (!stop) {
-        client.lock("turns");
-        client.unlock("turns");
-        ++cycles;
-      }
-    });
-  }
+  std::vector<std::thread> threads = looping_on(client, "turns", 6, stop, &cycles);
   int marked = 0;
   const auto end = Clock::now() + 2s;  // the observed window
   while (Clock::now() < end) {

@@ -6,6 +6,8 @@
 // through the claim's resolution.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -197,6 +199,45 @@ TEST(WaiterRegistry, AClaimedThreadWaitsPastItsTimeoutForTheResolution) {
   WaiterRegistry::resolve(claimed, true);
   t.join();
   EXPECT_TRUE(returned);
+}
+
+// A claimed thread waits for its resolution awake only about as long as
+// resolutions took before (here: at once), never for the whole of a slow
+// one: past that it blocks, and a 300 ms resolution costs it no core.
+TEST(WaiterRegistry, AClaimedThreadWaitsAwakeOnlyBriefly) {
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription sub(registry, "n");
+  AcquireRequest request;
+  const auto cpu_now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  const auto claim_when_parked = [&] {
+    std::shared_ptr<WaiterRegistry::Parked> claimed;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!claimed && std::chrono::steady_clock::now() < give_up) {
+      claimed = registry.claim("n");
+      if (!claimed) std::this_thread::sleep_for(1ms);
+    }
+    return claimed;
+  };
+  for (const auto resolve_after : {0ms, 0ms, 0ms, 300ms}) {
+    std::atomic<long long> cpu_ns{-1};
+    std::thread t([&] {
+      const auto before = cpu_now();
+      EXPECT_EQ(sub.wait_claimable(10s, &request, nullptr), WaiterRegistry::Subscription::Woken::kGranted);
+      cpu_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(cpu_now() - before).count();
+    });
+    auto claimed = claim_when_parked();
+    ASSERT_TRUE(claimed);
+    std::this_thread::sleep_for(resolve_after);
+    WaiterRegistry::resolve(claimed, 1);
+    t.join();
+    if (resolve_after > 0ms) {
+      EXPECT_LT(cpu_ns.load(), std::chrono::nanoseconds(100ms).count()) << "it spun through the resolution";
+    }
+  }
 }
 
 TEST(WaiterRegistry, AnInterruptedThreadIsNotClaimedAndATimeoutEndsItsWait) {
