@@ -705,14 +705,15 @@ struct Bench {
   // background threads included), the server's CPU (every thread of the
   // mysqld process, from /proc), and the rest (waiting for the log's fsync,
   // and for the scheduler on a machine both share), with the server's
-  // fsyncs per cycle. Contenders run in alternating blocks.
+  // fsyncs and redo log bytes per cycle. Contenders run in alternating
+  // blocks.
   void breakdown() {
     const long server_pid = server_process_id();
     const int cycles = quick ? 200 : 1000;
     const int blocks = quick ? 2 : 6;
     const std::vector<std::string> order = {"floor", "dlock-no-wakeup", "dlock-watchdog", "dlock-async"};
     struct Totals {
-      double wall_ns = 0, client_ns = 0, server_ns = 0, fsyncs = 0;
+      double wall_ns = 0, client_ns = 0, server_ns = 0, fsyncs = 0, redo = 0;
       long cycles = 0;
     };
     std::map<std::string, Totals> totals;
@@ -726,6 +727,7 @@ struct Bench {
       }
     }
     const auto fsyncs = [&] { return std::stod(stats.scalar("SHOW GLOBAL STATUS LIKE 'Innodb_data_fsyncs'")); };
+    const auto redo = [&] { return std::stod(stats.scalar("SHOW GLOBAL STATUS LIKE 'Innodb_os_log_written'")); };
     // A new order each round, as in scenario 1: the server's background
     // work after a block (purging its undo) falls on whichever comes next.
     auto round_order = order;
@@ -735,6 +737,7 @@ struct Bench {
       for (const auto& name : round_order) {
         auto& s = *sessions[name];
         const double f0 = fsyncs();
+        const double r0 = redo();
         const auto server0 = thread_cpu_ns(server_pid);
         const auto client0 = self_cpu_ns();
         const auto t0 = now_ns();
@@ -750,6 +753,7 @@ struct Bench {
         t.client_ns += static_cast<double>(client1 - client0);
         t.server_ns += static_cast<double>(cpu_between(server0, server1));
         t.fsyncs += fsyncs() - f0;
+        t.redo += redo() - r0;
         t.cycles += cycles;
       }
     }
@@ -759,7 +763,8 @@ struct Bench {
                        "(client; dlock's background "
                        "threads included), CPU of the server process (/proc/PID/task/*/schedstat; a server thread "
                        "that ends during a block is left out), the rest (the log's "
-                       "fsync and waiting for a core), and the server's fsyncs." +
+                       "fsync and waiting for a core), the server's fsyncs, and the bytes it wrote to its redo log "
+                       "(Innodb_os_log_written: the row changes, their undo, and the commit records)." +
                        (server_pid > 0 ? std::string() : std::string(" The server's process was not readable here.")));
     std::vector<std::vector<std::string>> rows;
     std::string json = "{";
@@ -770,13 +775,13 @@ struct Bench {
       const double wall = t.wall_ns / c / 1000, client = t.client_ns / c / 1000,
                    server = server_pid > 0 ? t.server_ns / c / 1000 : 0;
       rows.push_back({name, fmt(wall, 0), fmt(client, 0), server_pid > 0 ? fmt(server, 0) : "-",
-                      fmt(wall - client - server, 0), fmt(t.fsyncs / c, 2),
+                      fmt(wall - client - server, 0), fmt(t.fsyncs / c, 2), fmt(t.redo / c, 0),
                       fmt((t.wall_ns / c) / (floor.wall_ns / static_cast<double>(floor.cycles)), 2)});
       json += "\"" + name + "\": {\"wall_us\": " + fmt(wall, 1) + ", \"client_cpu_us\": " + fmt(client, 1) +
-              ", \"server_cpu_us\": " + fmt(server, 1) + ", \"fsyncs\": " + fmt(t.fsyncs / c, 2) + "}, ";
+              ", \"server_cpu_us\": " + fmt(server, 1) + ", \"fsyncs\": " + fmt(t.fsyncs / c, 2) + ", \"redo_bytes\": " + fmt(t.redo / c, 0) + "}, ";
     }
     report.table({"contender", "wall us / cycle", "client CPU us", "server CPU us", "rest us (fsync, waiting)",
-                  "server fsyncs / cycle", "wall vs floor"},
+                  "server fsyncs / cycle", "redo bytes / cycle", "wall vs floor"},
                  rows);
     report.json("breakdown", json.substr(0, json.size() - 2) + "}");
   }

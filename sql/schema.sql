@@ -7,6 +7,10 @@
 -- acquired_at, and an older one lacks bell and waiters (fast wake-up's
 -- session bells); `dlock init` (or a client with create_table on) adds the
 -- missing ones in place with one ALTER TABLE.
+-- A lock row is held while is_locked = 1 and expire_time is in the future.
+-- A release sets is_locked = 0 and leaves the last holder's columns as they
+-- were (so the next take rewrites the row in place); read them as the
+-- holder only while the row is held.
 -- The semaphore table is named "<lock table>_sem"; the library makes it on a
 -- client's first semaphore use (or `dlock init` does). One row per slot of a
 -- semaphore, 0 .. bound-1, never deleted; a held permit is a slot carrying
@@ -20,7 +24,7 @@ CREATE TABLE IF NOT EXISTS `distributed_lock` (
   lock_name    VARBINARY(255)  NOT NULL COMMENT 'lock name; bytes, compared exactly',
   machine_id   VARBINARY(64)   NULL     COMMENT 'label of the holding client (Options::machine_id)',
   thread_id    BIGINT UNSIGNED NULL     COMMENT 'holding owner within that client',
-  hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the current hold; NULL when free',
+  hold_id      BIGINT UNSIGNED NULL     COMMENT 'random id of the current or last hold (is_locked says which)',
   holder_host  VARBINARY(255)  NULL     COMMENT 'host name of the holding client',
   holder_pid   INT UNSIGNED    NULL     COMMENT 'process id of the holding client',
   acquired_at  DATETIME(6)     NULL     COMMENT 'server clock (UTC): when the hold was taken',
