@@ -326,6 +326,49 @@ TEST(Handoff, AHoldLostBeforeItsReleaseIsNotHandedOverAndTheWaiterIsWoken) {
   EXPECT_GT(row_fence(options, "e"), first);
 }
 
+// A blocking lock() makes its first attempt before it subscribes to wakes,
+// so an uncontended lock never touches the waiter registry. A release that
+// lands between that refused attempt and the subscription finds nobody to
+// wake or hand the hold to; the waiter must see that a wake went by and
+// try again at once, not sleep until the holder's lease would have ended.
+TEST(Handoff, AReleaseBeforeTheWaiterSubscribesIsNotMissed) {
+  Options options = fresh_options();
+  options.poll_interval = 30s;     // nothing else wakes the waiter in time
+  options.watchdog_timeout = 30s;  // the refused attempt waits for the holder's lease: 30 s
+  DatabaseDistributedLock client(options);
+  auto& core = details::ClientAccess::of(client);
+  client.lock("gap");
+  std::promise<void> in_gap;
+  std::promise<void> released;
+  std::shared_future<void> released_seen = released.get_future().share();
+  int hooked = 0;
+  core.refused_before_subscribing = [&] {
+    if (hooked++ != 0) return;
+    in_gap.set_value();
+    released_seen.wait();
+  };
+  std::promise<std::pair<bool, Clock::duration>> outcome;
+  std::thread waiter([&] {
+    const auto start = Clock::now();
+    Lock lock = client.get_lock("gap", Owner::create());
+    const bool got = lock.try_lock_for(10s);
+    outcome.set_value({got, Clock::now() - start});
+    if (got) lock.unlock();
+  });
+  auto outcome_seen = outcome.get_future();
+  ASSERT_EQ(in_gap.get_future().wait_for(10s), std::future_status::ready);
+  client.unlock("gap");  // nobody subscribed: nothing to wake, nothing to hand over
+  released.set_value();
+  ASSERT_EQ(outcome_seen.wait_for(20s), std::future_status::ready);
+  waiter.join();
+  const auto [got, took] = outcome_seen.get();
+  EXPECT_TRUE(got) << "the waiter slept through the release";
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(hooked, 1);
+  EXPECT_EQ(handoffs(client), 0u);
+  core.refused_before_subscribing = nullptr;
+}
+
 // A waiter refused because another owner of its client holds the name
 // asks no SQL until that hold ends. When an operator in another client
 // clears the hold behind the holder's back, the poller sees the row free

@@ -317,20 +317,35 @@ bool Client::acquire(std::string_view name, std::uint64_t owner, std::optional<M
 
 AcquireStep Client::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
   if (request.single_attempt) return attempt_step(request);
+  if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
+  // The first attempt runs unsubscribed, so an uncontended lock (the usual
+  // case) never touches the waiter registry. A wake that lands between its
+  // refusal and the subscription would be lost, but it shows as a change
+  // of the registry's wake count: then the next attempt comes at once.
+  const std::uint64_t wakes_before = waiters_.wakes();
+  AcquireStep step = attempt_step(request);
+  if (step.next == AcquireStep::Next::kAcquired) return step;
   struct WaitingEnded {
     Client& client;
     const std::string& key;
     ~WaitingEnded() { client.waiting_ended(key); }
-  } waiting_ended{*this, request.waiter_key};
-  // Subscribed before the first attempt: a release that lands between a
-  // refused attempt and the wait leaves a permit, so no wake is lost.
+  } waiting_ended{*this, request.waiter_key};  // also disarms what a refused attempt armed
+  if (step.next != AcquireStep::Next::kWait) return step;
+  if (refused_before_subscribing) refused_before_subscribing();
+  // From here on, a release that lands between a refused attempt and the
+  // wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.waiter_key);
   waiting_started(request);
+  bool try_now = waiters_.wakes() != wakes_before;
   const bool claimable = request.accepts_handoff();
   for (;;) {
-    if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
-    AcquireStep step = attempt_step(request);
-    if (step.next != AcquireStep::Next::kWait) return step;
+    if (try_now) {
+      try_now = false;
+      if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
+      step = attempt_step(request);
+      if (step.next != AcquireStep::Next::kWait) return step;
+    }
+    try_now = true;
     std::uint64_t grant = 0;
     if (!claimable) {
       subscription.wait_for(step.wait);

@@ -58,6 +58,7 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,10 @@ class Client {
   // waits).
   std::size_t semaphore_bounds_known();
   WaiterRegistry& waiters() { return waiters_; }
+  // For tests: run on the acquiring thread when a blocking acquire's first
+  // attempt was refused, before it subscribes to wakes (the window in which
+  // a wake finds no subscriber; see drive()). Set it while no acquire runs.
+  std::function<void()> refused_before_subscribing;
   // While one exists on a thread, that thread's statements take the
   // warmest idle pooled connection (most recently returned) rather than the
   // one the thread used last. For the asynchronous workers: a worker runs
@@ -440,6 +445,10 @@ class Client {
   // This client's waiting-writer mark on `name` (RwTable::set_intent), and
   // its removal once no local writer waits for the name; best effort.
   void mark_intent(std::string_view name);
+  // The statement that clears this client's writer mark on `name` (best
+  // effort; the mark otherwise ends with its lease). Caller holds
+  // intent_statements_mutex_.
+  void clear_intent_statement(const std::string& name);
   void unmark_intent(const std::string& name);
   Millis intent_lease() const;
   void renew_rw_tick(const IoThread::ConnectionSource& connection);
@@ -504,6 +513,12 @@ class Client {
   HoldRegistry rw_holds_;
   ReaderSlots reader_slots_;
   KnownRows rw_heads_;  // head rows known to exist
+  // Held around every statement that sets or clears this client's writer
+  // marks, with the look at intents_ that decided it (taken before
+  // intents_mutex_): the poller's renewal of a mark cannot land after the
+  // unmark of a writer that stopped waiting meanwhile and leave readers
+  // held back by a writer nobody is (a mark's lease is 3 poll intervals).
+  std::mutex intent_statements_mutex_;
   std::mutex intents_mutex_;
   std::unordered_set<std::string> intents_;  // names this client has marked a waiting writer on
   WaiterRegistry waiters_;

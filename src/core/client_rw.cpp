@@ -577,6 +577,7 @@ bool Client::force_release_rw(std::string_view name, LockSide side) {
 // ---------------------------------------------------------------- intents
 
 void Client::mark_intent(std::string_view name) {
+  std::lock_guard<std::mutex> marking(intent_statements_mutex_);
   {
     // Marked already: the poller keeps the mark alive while a writer here
     // waits (and a take of the write side here clears it from the set).
@@ -598,9 +599,18 @@ void Client::mark_intent(std::string_view name) {
 
 void Client::unmark_intent(const std::string& name) {
   {
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    if (intents_.erase(name) == 0) return;
+    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    {
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      if (intents_.erase(name) == 0) return;
+    }
+    clear_intent_statement(name);
   }
+  // Readers held back by it may go now.
+  waiters_.wake_all(rw_key(LockSide::kRead, name));
+}
+
+void Client::clear_intent_statement(const std::string& name) {
   try {
     CallBudget budget(options_.io_timeout);
     with_connection([&](Connection& c) {
@@ -611,8 +621,6 @@ void Client::unmark_intent(const std::string& name) {
     // The mark ends with its lease (3 poll intervals).
     logger_->debug("dlock: could not clear the waiting-writer mark on {}: {}", printable(name), e.what());
   }
-  // Readers held back by it may go now.
-  waiters_.wake_all(rw_key(LockSide::kRead, name));
 }
 
 // ---------------------------------------------------------------- introspection
@@ -749,20 +757,37 @@ void Client::poll_rw_tick(const IoThread::ConnectionSource& connection) {
     if (!is_rw_key(key)) continue;
     const std::string name = key.substr(2);
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    if (key[1] == 'w') {
-      std::lock_guard<std::mutex> guard(intents_mutex_);
-      if (intents_.count(name) != 0) writers_waiting.push_back(name);
-    }
+    if (key[1] == 'w') writers_waiting.push_back(name);
   }
   if (names.empty() || !rw_) return;
   CallBudget budget(options_.io_timeout);
   // Keep this client's waiting writers' marks alive (and take over marks
-  // whose clients stopped renewing them): one statement for all.
+  // whose clients stopped renewing them): one statement for all, decided
+  // and run under intent_statements_mutex_, so no unmark falls between.
   if (!writers_waiting.empty()) {
-    try {
-      rw_->set_intents(connection(), writers_waiting, client_key_, micros(intent_lease()));
-    } catch (const OutcomeUnknown&) {
-      rw_->set_intents(connection(), writers_waiting, client_key_, micros(intent_lease()));  // idempotent
+    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    {
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      writers_waiting.erase(std::remove_if(writers_waiting.begin(), writers_waiting.end(),
+                                           [&](const std::string& name) { return intents_.count(name) == 0; }),
+                            writers_waiting.end());
+    }
+    if (!writers_waiting.empty()) {
+      try {
+        rw_->set_intents(connection(), writers_waiting, client_key_, micros(intent_lease()));
+      } catch (const OutcomeUnknown&) {
+        rw_->set_intents(connection(), writers_waiting, client_key_, micros(intent_lease()));  // idempotent
+      }
+      // A take of the write side here clears its mark in its own statement
+      // and then forgets the name (without this mutex): one that came
+      // between the look and the renewal is cleared again.
+      std::vector<std::string> taken;
+      {
+        std::lock_guard<std::mutex> guard(intents_mutex_);
+        for (const auto& name : writers_waiting)
+          if (intents_.count(name) == 0) taken.push_back(name);
+      }
+      for (const auto& name : taken) clear_intent_statement(name);
     }
   }
   std::vector<RwPoll> polls;

@@ -167,6 +167,7 @@ std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view
 }
 
 void WaiterRegistry::wake_one(std::string_view name) {
+  wakes_.fetch_add(1);  // before the look-up (see wakes())
   const auto entry = entry_of(name);
   if (!entry) return;
   std::shared_ptr<Parked> continuation;
@@ -213,6 +214,7 @@ void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, std::uint64
 }
 
 void WaiterRegistry::wake_all(std::string_view name) {
+  wakes_.fetch_add(1);  // before the look-up (see wakes())
   const auto entry = entry_of(name);
   if (!entry) return;
   std::list<std::shared_ptr<Parked>> continuations;

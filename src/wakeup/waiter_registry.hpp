@@ -125,6 +125,11 @@ class WaiterRegistry {
 
   // Wakes one waiter of `name`, if any.
   void wake_one(std::string_view name);
+  // How many wake_one() and wake_all() calls have begun, over every name.
+  // For a first attempt made before subscribing (Client::drive): a wake
+  // that found no subscriber yet was counted before it looked, so reading
+  // the count after subscribing tells whether one may have been missed.
+  std::uint64_t wakes() const { return wakes_.load(); }
   // Takes the longest-parked waiter of `name` with a handoff_request() out
   // of the entry, as a wake would, and tells it (Parked::on_claimed). Null
   // if there is none. The caller must resolve() it exactly once, promptly:
@@ -176,6 +181,7 @@ class WaiterRegistry {
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;
+  std::atomic<std::uint64_t> wakes_{0};  // see wakes()
   // How long a claimed thread's claim typically took to be resolved, in
   // microseconds (0: not measured yet): how long it waits awake for it.
   std::atomic<std::int64_t> resolution_us_{0};
