@@ -219,6 +219,10 @@ TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
   Options options = fresh_options();
   options.poll_interval = 30s;  // only a local release can end the wait
   DatabaseDistributedLock client(options);
+  // Two handoffs in one chain, with waits and checks between them: on a
+  // loaded machine or through a proxy those take longer than a chain's
+  // 50 ms, and the second release would end the chain instead.
+  details::ClientAccess::of(client).set_handoff_chain_for_tests(60s);
   auto write = client.get_read_write_lock("hw").write_lock();
   write.lock();
   const std::uint64_t first = write.fencing_token();

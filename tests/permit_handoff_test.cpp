@@ -60,6 +60,9 @@ TEST(PermitHandoff, ALocalWaiterIsHandedThePermitInItsSlotAndLeaseMode) {
   options.poll_interval = 30s;  // only a local release can end the waits
   options.watchdog_timeout = 30s;
   DatabaseDistributedLock client(options);
+  // Two handoffs in one chain, with checks between them that can take
+  // longer than a chain's 50 ms on a loaded machine or through a proxy.
+  details::ClientAccess::of(client).set_handoff_chain_for_tests(60s);
   Semaphore semaphore = client.get_semaphore("ph", 1);
   Permit first = semaphore.acquire();
   const std::uint64_t token = first.fencing_token();

@@ -602,7 +602,8 @@ void Client::release(std::string_view name, std::uint64_t owner, LockSide side) 
 
 void Client::claim_for_handoff(std::string_view key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim) {
   if (!handoffs_enabled_.load(std::memory_order_relaxed)) return;
-  if (chain_started == SteadyTime{} || Clock::now() - chain_started < kHandoffChain) {
+  const Millis chain_bound(handoff_chain_ms_.load(std::memory_order_relaxed));
+  if (chain_started == SteadyTime{} || Clock::now() - chain_started < chain_bound) {
     claim.waiter = waiters_.claim(key);
   } else if (waiters_.has(std::string(key))) {
     // Held back from now: the release rings the doorbell inside its

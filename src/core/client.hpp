@@ -267,6 +267,12 @@ class Client {
   // (release-then-take), for benchmarks to measure what handoffs buy. On by
   // default; not part of the public API.
   void enable_handoffs(bool on) noexcept { handoffs_enabled_.store(on, std::memory_order_relaxed); }
+  // For tests whose chain of handoffs must not end at kHandoffChain on a
+  // slow or loaded server (each step of such a test is a statement or a
+  // wait): how long a chain may last from now on.
+  void set_handoff_chain_for_tests(Millis bound) noexcept {
+    handoff_chain_ms_.store(bound.count(), std::memory_order_relaxed);
+  }
 
   const std::string& machine_id() const noexcept { return machine_id_; }
   const Options& options() const noexcept { return options_; }
@@ -525,6 +531,7 @@ class Client {
   KnownRows known_rows_;
   std::atomic<std::uint64_t> handoffs_{0};
   std::atomic<bool> handoffs_enabled_{true};
+  std::atomic<Millis::rep> handoff_chain_ms_{kHandoffChain.count()};  // see set_handoff_chain_for_tests
   // Names whose chain of handoffs just ended: fresh takes here hold back
   // until the mark expires.
   NameMarks yields_;
