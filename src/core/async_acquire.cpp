@@ -32,8 +32,10 @@ std::uint64_t AsyncAcquire::start(Client& client, AcquireRequest request,
 AsyncAcquire::AsyncAcquire(Client& client, AcquireRequest request,
                            std::unique_ptr<asio_impl::AsyncCompletion> completion)
     : client_(client), request_(std::move(request)), completion_(std::move(completion)) {
-  // Subscribed before the first attempt, as the synchronous driver is: a
-  // release between a refused attempt and the park is kept as a permit.
+  // Subscribed before the first attempt (the synchronous driver subscribes
+  // only after a refusal): a release between a refused attempt and the
+  // park is kept as a permit, and cancel() may look at the subscription
+  // from another worker at any time, so it must not appear later.
   if (!request_.single_attempt) {
     subscription_.emplace(client_.waiters(), request_.waiter_key);
     client_.waiting_started(request_);

@@ -20,9 +20,13 @@
 // for a short while (Parked::on_claimed), so on a hot lock its wake-up is
 // not added to every handoff.
 //
-// A waiter subscribes *before* its attempt in the database and stays
-// subscribed until it gives up or succeeds, so a wake that arrives between a
-// failed attempt and the wait is kept as a permit instead of being lost.
+// A waiter stays subscribed until it gives up or succeeds, so a wake that
+// arrives between a failed attempt and the wait is kept as a permit instead
+// of being lost. An asynchronous waiter subscribes before its first attempt
+// in the database; a blocking one (Client::drive) only once that attempt
+// was refused, so an uncontended lock never comes here, and it reads
+// wakes() before the attempt and after subscribing: a wake counted in
+// between may have found no subscriber, and it tries again at once.
 // Permits never exceed the number of subscribers, so a burst of wakes cannot
 // pile up into a stampede later. A wake is only a hint: a woken waiter
 // always tries again in the database.
