@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,63 @@ TEST(HoldRegistry, OnSessionForgetsReleasedLostAndReplacedHolds) {
   holds.record_fresh("c", 1, 23, 1, true, {}, 0, 9);  // a new hold in its place, on another session
   EXPECT_TRUE(names_on(holds, 7).empty());
   EXPECT_EQ(names_on(holds, 9), (std::vector<std::string>{"c"}));
+}
+
+TEST(HoldRegistry, ManyNamesComingAndGoingLeaveOnlyTheLiveHolds) {
+  // Names whose last hold ended are kept for a while and then swept; the
+  // session index points into the name entries, so it must survive both
+  // the sweeps and the rehashing of thousands of names.
+  HoldRegistry holds;
+  holds.record_fresh("kept", 1, 1, 1, true, {}, 0, 7);
+  for (std::uint64_t i = 0; i < 5000; ++i) {
+    const std::string name = "churn-" + std::to_string(i);
+    holds.record_fresh(name, 2, 100 + i, 1, true, {}, 0, 7);
+    if (i % 3 == 0) holds.record_fresh(name, 3, 20000 + i, 1, false, {}, 0, 8);
+    ASSERT_TRUE(holds.take_one(name, 2));
+    if (i % 3 == 0) {
+      ASSERT_TRUE(holds.take_one(name, 3));
+    }
+  }
+  EXPECT_EQ(holds.size(), 1u);
+  EXPECT_EQ(names_on(holds, 7), (std::vector<std::string>{"kept"}));
+  EXPECT_TRUE(names_on(holds, 8).empty());
+  ASSERT_EQ(holds.live().size(), 1u);
+  EXPECT_EQ(holds.live()[0].name, "kept");
+  ASSERT_EQ(holds.watchdog_holds().size(), 1u);
+  EXPECT_FALSE(holds.find("churn-3", 2));
+  EXPECT_FALSE(holds.is_ours(103));
+  EXPECT_TRUE(holds.is_ours(1));
+  // A name taken again after its entry was swept is a new hold.
+  holds.record_fresh("churn-0", 2, 9, 1, true, {}, 0, 7);
+  EXPECT_EQ(names_on(holds, 7), (std::vector<std::string>{"churn-0", "kept"}));
+  EXPECT_EQ(holds.size(), 2u);
+}
+
+TEST(HoldRegistry, TheLiveDeadlineIsThatOfTheHoldRecordedLast) {
+  const auto later = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  HoldRegistry holds;
+  holds.record_fresh("n", 1, 11, 1, true, later, 0, 0);
+  holds.record_fresh("n", 2, 12, 1, true, later + std::chrono::minutes(1), 0, 0);
+  ASSERT_TRUE(holds.live_deadline("n"));
+  EXPECT_EQ(*holds.live_deadline("n"), later + std::chrono::minutes(1));
+  const auto view = holds.view("n", 1);
+  ASSERT_TRUE(view.own);
+  EXPECT_EQ(view.own->hold_id, 11u);
+  // The first owner's release leaves the last-recorded hold live.
+  ASSERT_TRUE(holds.take_one("n", 1));
+  EXPECT_TRUE(holds.live_deadline("n"));
+  EXPECT_FALSE(holds.view("n", 1).own);
+  ASSERT_TRUE(holds.take_one("n", 2));
+  EXPECT_FALSE(holds.live_deadline("n"));
+  EXPECT_FALSE(holds.take_one("n", 2));
+  // A lost hold is no live hold, but stays registered.
+  holds.record_fresh("n", 3, 13, 1, true, later, 0, 0);
+  const auto h = holds.find("n", 3);
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(holds.mark_lost("n", 3, h->generation));
+  EXPECT_FALSE(holds.live_deadline("n"));
+  EXPECT_TRUE(holds.find("n", 3));
+  EXPECT_EQ(holds.size(), 1u);
 }
 
 }  // namespace

@@ -212,7 +212,7 @@ Millis Client::renew_period() const { return std::max(Millis(1), options_.watchd
 
 std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
   const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL);
-  return owner_mutexes_[h % owner_mutexes_.size()];
+  return owner_mutexes_[h % owner_mutexes_.size()].mutex;
 }
 
 AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
@@ -605,7 +605,7 @@ void Client::claim_for_handoff(std::string_view key, SteadyTime chain_started, W
   const Millis chain_bound(handoff_chain_ms_.load(std::memory_order_relaxed));
   if (chain_started == SteadyTime{} || Clock::now() - chain_started < chain_bound) {
     claim.waiter = waiters_.claim(key);
-  } else if (waiters_.has(std::string(key))) {
+  } else if (waiters_.has(key)) {
     // Held back from now: the release rings the doorbell inside its
     // statement, before it returns, and a local waiter woken by that ring
     // must not beat the other client it rang for.

@@ -471,7 +471,12 @@ class Client {
   std::atomic<bool> closing_{false};
   // Striped locks serializing one owner's operations on one name.
   std::mutex& owner_mutex(std::string_view name, std::uint64_t owner);
-  std::array<std::mutex, 256> owner_mutexes_;
+  // One per cache line: threads working on different names do not pull
+  // one line back and forth between cores.
+  struct alignas(64) OwnerStripe {
+    std::mutex mutex;
+  };
+  std::array<OwnerStripe, 256> owner_mutexes_;
   const Options options_;
   const std::shared_ptr<spdlog::logger> logger_;
   const std::string machine_id_;

@@ -1,54 +1,87 @@
 #include "core/hold_registry.hpp"
 
+#include <algorithm>
+
 namespace dlock::details {
 
-std::string HoldRegistry::key(std::string_view name, std::uint64_t owner) {
-  // Names never contain NUL, so NUL separates them from the owner id.
-  std::string k;
-  k.reserve(name.size() + 1 + sizeof owner);
-  k.append(name);
-  k.push_back('\0');
-  k.append(reinterpret_cast<const char*>(&owner), sizeof owner);
-  return k;
+HoldRegistry::OwnerHold* HoldRegistry::owner_in(NameHolds& holds, std::uint64_t owner) {
+  for (auto& h : holds.owners)
+    if (h.owner == owner) return &h;
+  return nullptr;
+}
+
+const HoldRegistry::OwnerHold* HoldRegistry::owner_in(const NameHolds& holds, std::uint64_t owner) {
+  for (const auto& h : holds.owners)
+    if (h.owner == owner) return &h;
+  return nullptr;
+}
+
+HoldRegistry::OwnerHold* HoldRegistry::find_locked(std::string_view name, std::uint64_t owner) {
+  const auto it = names_.find(name);
+  return it == names_.end() ? nullptr : owner_in(it->second, owner);
 }
 
 std::optional<Hold> HoldRegistry::find(std::string_view name, std::uint64_t owner) const {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, owner));
-  if (it == holds_.end()) return std::nullopt;
-  return it->second.hold;
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  const OwnerHold* h = owner_in(it->second, owner);
+  if (h == nullptr) return std::nullopt;
+  return h->hold;
 }
 
 std::optional<SteadyTime> HoldRegistry::live_deadline(std::string_view name) const {
   std::lock_guard<std::mutex> guard(mutex_);
-  return live_deadline_locked(std::string(name));
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  return live_deadline_locked(it->second);
 }
 
 HoldRegistry::NameView HoldRegistry::view(std::string_view name, std::uint64_t owner) const {
   NameView view;
   std::lock_guard<std::mutex> guard(mutex_);
-  if (const auto it = holds_.find(key(name, owner)); it != holds_.end()) view.own = it->second.hold;
-  view.live_until = live_deadline_locked(std::string(name));
+  const auto it = names_.find(name);
+  if (it == names_.end()) return view;
+  if (const OwnerHold* h = owner_in(it->second, owner)) view.own = h->hold;
+  view.live_until = live_deadline_locked(it->second);
   return view;
 }
 
-std::optional<SteadyTime> HoldRegistry::live_deadline_locked(const std::string& name) const {
-  const auto by_name = live_by_name_.find(name);
-  if (by_name == live_by_name_.end()) return std::nullopt;
-  const auto it = holds_.find(by_name->second);
-  if (it == holds_.end() || it->second.hold.lost) return std::nullopt;
-  if (it->second.hold.deadline <= std::chrono::steady_clock::now()) return std::nullopt;
-  return it->second.hold.deadline;
+std::optional<SteadyTime> HoldRegistry::live_deadline_locked(const NameHolds& holds) {
+  if (!holds.has_live) return std::nullopt;
+  const OwnerHold* h = owner_in(holds, holds.live_owner);
+  if (h == nullptr || h->hold.lost) return std::nullopt;
+  if (h->hold.deadline <= std::chrono::steady_clock::now()) return std::nullopt;
+  return h->hold.deadline;
 }
 
-void HoldRegistry::forget_live(const std::string& name, const std::string& k) {
-  const auto it = live_by_name_.find(name);
-  if (it != live_by_name_.end() && it->second == k) live_by_name_.erase(it);
+void HoldRegistry::forget_live(NameHolds& holds, std::uint64_t owner) {
+  if (holds.has_live && holds.live_owner == owner) holds.has_live = false;
+}
+
+void HoldRegistry::note_idle(NameHolds& holds) {
+  if (!holds.owners.empty()) return;
+  ++idle_names_;
+  if (idle_names_ <= kIdleNamesKept || 2 * idle_names_ <= names_.size()) return;
+  for (auto it = names_.begin(); it != names_.end();) it = it->second.owners.empty() ? names_.erase(it) : std::next(it);
+  idle_names_ = 0;
 }
 
 bool HoldRegistry::is_ours(std::uint64_t hold_id) const {
   std::lock_guard<std::mutex> guard(mutex_);
   return hold_id != 0 && live_ids_.count(hold_id) != 0;
+}
+
+void HoldRegistry::add_session(std::uint64_t session, const HoldKey& key) {
+  if (session != 0) by_session_[session].insert(key);
+}
+
+void HoldRegistry::forget_session(std::uint64_t session, const HoldKey& key) {
+  if (session == 0) return;
+  const auto it = by_session_.find(session);
+  if (it == by_session_.end()) return;
+  it->second.erase(key);
+  if (it->second.empty() && by_session_.size() > kSessionsKept) by_session_.erase(it);
 }
 
 void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std::uint64_t hold_id, unsigned count,
@@ -65,32 +98,34 @@ void HoldRegistry::record_fresh(std::string_view name, std::uint64_t owner, std:
   h.chain_started = chain_started;
   std::lock_guard<std::mutex> guard(mutex_);
   h.generation = next_generation_++;
-  const std::string k = key(name, owner);
-  live_by_name_[std::string(name)] = k;
-  auto [it, inserted] = holds_.try_emplace(k, Entry{std::string(name), owner, h});
-  if (!inserted) {
-    live_ids_.erase(it->second.hold.hold_id);
-    forget_session(it->second.hold.doorbell_session, k);
-    it->second.hold = h;
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    it = names_.try_emplace(std::string(name)).first;
+  } else if (it->second.owners.empty()) {
+    --idle_names_;
+  }
+  NameHolds& holds = it->second;
+  holds.has_live = true;
+  holds.live_owner = owner;
+  const HoldKey key{&*it, owner};
+  if (OwnerHold* existing = owner_in(holds, owner)) {
+    live_ids_.erase(existing->hold.hold_id);
+    forget_session(existing->hold.doorbell_session, key);
+    existing->hold = h;
+  } else {
+    holds.owners.push_back(OwnerHold{owner, h});
+    ++holds_;
   }
   live_ids_.insert(h.hold_id);
-  if (doorbell_session != 0) by_session_[doorbell_session].insert(k);
-}
-
-void HoldRegistry::forget_session(std::uint64_t session, const std::string& k) {
-  if (session == 0) return;
-  const auto it = by_session_.find(session);
-  if (it == by_session_.end()) return;
-  it->second.erase(k);
-  if (it->second.empty()) by_session_.erase(it);
+  add_session(doorbell_session, key);
 }
 
 bool HoldRegistry::record_reentrant(std::string_view name, std::uint64_t owner, std::uint64_t generation,
                                     unsigned count, bool watchdog, SteadyTime deadline) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, owner));
-  if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return false;
-  Hold& h = it->second.hold;
+  OwnerHold* found = find_locked(name, owner);
+  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return false;
+  Hold& h = found->hold;
   h.count = count;
   h.watchdog = watchdog;
   h.deadline = deadline;
@@ -99,44 +134,53 @@ bool HoldRegistry::record_reentrant(std::string_view name, std::uint64_t owner, 
 
 std::optional<Hold> HoldRegistry::take_one(std::string_view name, std::uint64_t owner) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, owner));
-  if (it == holds_.end()) return std::nullopt;
-  Hold before = it->second.hold;
-  if (--it->second.hold.count == 0) {
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  NameHolds& holds = it->second;
+  OwnerHold* found = owner_in(holds, owner);
+  if (found == nullptr) return std::nullopt;
+  Hold before = found->hold;
+  if (--found->hold.count == 0) {
     live_ids_.erase(before.hold_id);
-    forget_live(it->second.name, it->first);
-    forget_session(before.doorbell_session, it->first);
-    holds_.erase(it);
+    forget_live(holds, owner);
+    forget_session(before.doorbell_session, HoldKey{&*it, owner});
+    *found = std::move(holds.owners.back());
+    holds.owners.pop_back();
+    --holds_;
+    note_idle(holds);
   }
   return before;
 }
 
 std::optional<Hold> HoldRegistry::mark_lost(std::string_view name, std::uint64_t owner, std::uint64_t generation) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, owner));
-  if (it == holds_.end() || it->second.hold.generation != generation || it->second.hold.lost) return std::nullopt;
-  it->second.hold.lost = true;
-  live_ids_.erase(it->second.hold.hold_id);
-  forget_live(it->second.name, it->first);
-  Hold before = it->second.hold;
-  forget_session(before.doorbell_session, it->first);
-  it->second.hold.doorbell_session = 0;
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  OwnerHold* found = owner_in(it->second, owner);
+  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return std::nullopt;
+  found->hold.lost = true;
+  live_ids_.erase(found->hold.hold_id);
+  forget_live(it->second, owner);
+  Hold before = found->hold;
+  forget_session(before.doorbell_session, HoldKey{&*it, owner});
+  found->hold.doorbell_session = 0;
   return before;
 }
 
 void HoldRegistry::set_fence(std::string_view name, std::uint64_t owner, std::uint64_t generation,
                              std::uint64_t fence) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = holds_.find(key(name, owner));
-  if (it != holds_.end() && it->second.hold.generation == generation) it->second.hold.fence = fence;
+  OwnerHold* found = find_locked(name, owner);
+  if (found != nullptr && found->hold.generation == generation) found->hold.fence = fence;
 }
 
 std::vector<HoldRef> HoldRegistry::watchdog_holds() const {
   std::lock_guard<std::mutex> guard(mutex_);
   std::vector<HoldRef> refs;
-  for (const auto& [k, e] : holds_) {
-    if (e.hold.watchdog && !e.hold.lost)
-      refs.push_back(HoldRef{e.name, e.owner, e.hold.hold_id, e.hold.generation, e.hold.fence, e.hold.deadline});
+  for (const auto& [name, holds] : names_) {
+    for (const auto& [owner, h] : holds.owners) {
+      if (h.watchdog && !h.lost) refs.push_back(HoldRef{name, owner, h.hold_id, h.generation, h.fence, h.deadline});
+    }
   }
   return refs;
 }
@@ -144,18 +188,20 @@ std::vector<HoldRef> HoldRegistry::watchdog_holds() const {
 void HoldRegistry::extend(const std::vector<HoldRef>& refs, SteadyTime deadline) {
   std::lock_guard<std::mutex> guard(mutex_);
   for (const auto& r : refs) {
-    auto it = holds_.find(key(r.name, r.owner));
-    if (it != holds_.end() && it->second.hold.generation == r.generation && !it->second.hold.lost &&
-        it->second.hold.watchdog && it->second.hold.deadline < deadline)
-      it->second.hold.deadline = deadline;
+    OwnerHold* found = find_locked(r.name, r.owner);
+    if (found == nullptr) continue;
+    Hold& h = found->hold;
+    if (h.generation == r.generation && !h.lost && h.watchdog && h.deadline < deadline) h.deadline = deadline;
   }
 }
 
 std::vector<NamedHold> HoldRegistry::live() const {
   std::lock_guard<std::mutex> guard(mutex_);
   std::vector<NamedHold> out;
-  for (const auto& [k, e] : holds_)
-    if (!e.hold.lost) out.push_back(NamedHold{e.name, e.hold.hold_id});
+  for (const auto& [name, holds] : names_) {
+    for (const auto& [owner, h] : holds.owners)
+      if (!h.lost) out.push_back(NamedHold{name, h.hold_id});
+  }
   return out;
 }
 
@@ -164,16 +210,15 @@ std::vector<NamedHold> HoldRegistry::on_session(std::uint64_t session) const {
   std::vector<NamedHold> out;
   const auto keys = by_session_.find(session);
   if (keys == by_session_.end()) return out;
-  for (const auto& k : keys->second) {
-    const auto it = holds_.find(k);
-    if (it != holds_.end()) out.push_back(NamedHold{it->second.name, it->second.hold.hold_id});
+  for (const HoldKey& k : keys->second) {
+    if (const OwnerHold* h = owner_in(k.name->second, k.owner)) out.push_back(NamedHold{k.name->first, h->hold.hold_id});
   }
   return out;
 }
 
 std::size_t HoldRegistry::size() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  return holds_.size();
+  return holds_;
 }
 
 }  // namespace dlock::details

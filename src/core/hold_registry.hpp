@@ -19,7 +19,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "containers/string_map.hpp"
 #include "sql/lock_table.hpp"
 
 namespace dlock::details {
@@ -118,25 +121,58 @@ class HoldRegistry {
   std::size_t size() const;
 
  private:
-  static std::string key(std::string_view name, std::uint64_t owner);
-  struct Entry {
-    std::string name;
+  struct OwnerHold {
     std::uint64_t owner;
     Hold hold;
   };
+  // The holds on one name (usually one).
+  struct NameHolds {
+    std::vector<OwnerHold> owners;
+    // The owner whose live hold was recorded last (live_deadline).
+    bool has_live = false;
+    std::uint64_t live_owner = 0;
+  };
+  using Names = StringMap<NameHolds>;
+  // A name's entry stays when its last hold ends (kept, with its vector's
+  // capacity, so taking the name again allocates nothing), until idle
+  // entries are both over kIdleNamesKept and over half of all: then they go.
+  static constexpr std::size_t kIdleNamesKept = 1024;
+
+  static OwnerHold* owner_in(NameHolds& holds, std::uint64_t owner);
+  static const OwnerHold* owner_in(const NameHolds& holds, std::uint64_t owner);
+  // The hold of `owner` on `name`, or null.
+  OwnerHold* find_locked(std::string_view name, std::uint64_t owner);
+  static std::optional<SteadyTime> live_deadline_locked(const NameHolds& holds);
+  static void forget_live(NameHolds& holds, std::uint64_t owner);
+  void note_idle(NameHolds& holds);
+
+  // A hold in by_session_: its name's entry (stable: a node of names_,
+  // which stays while the name has holds) and its owner.
+  struct HoldKey {
+    Names::value_type* name;
+    std::uint64_t owner;
+    bool operator==(const HoldKey&) const = default;
+  };
+  struct HoldKeyHash {
+    std::size_t operator()(const HoldKey& k) const noexcept {
+      return std::hash<const void*>{}(k.name) ^ (k.owner * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  void add_session(std::uint64_t session, const HoldKey& key);
+  void forget_session(std::uint64_t session, const HoldKey& key);
+  // Sessions whose set of holds is kept when it empties (a session takes
+  // one hold after another): beyond this many sessions, empty sets go.
+  static constexpr std::size_t kSessionsKept = 64;
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> holds_;
-  // The key of the live hold recorded last for each name (live_deadline).
-  std::unordered_map<std::string, std::string> live_by_name_;
-  void forget_live(const std::string& name, const std::string& key);
-  std::optional<SteadyTime> live_deadline_locked(const std::string& name) const;
+  Names names_;
+  std::size_t holds_ = 0;       // holds in names_ (size())
+  std::size_t idle_names_ = 0;  // entries of names_ with no hold
   // Hold ids of the live (not lost) holds, for is_ours() without a scan.
   std::unordered_set<std::uint64_t> live_ids_;
-  // Keys of the live holds of each doorbell session, for on_session()
-  // without a scan (it runs at every release that rings).
-  std::unordered_map<std::uint64_t, std::unordered_set<std::string>> by_session_;
-  void forget_session(std::uint64_t session, const std::string& key);
+  // The live holds of each doorbell session, for on_session() without a
+  // scan (it runs at every release that rings).
+  std::unordered_map<std::uint64_t, std::unordered_set<HoldKey, HoldKeyHash>> by_session_;
   std::uint64_t next_generation_ = 1;
 };
 

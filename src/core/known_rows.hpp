@@ -14,7 +14,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+
+#include "containers/string_map.hpp"
 
 namespace dlock::details {
 
@@ -24,7 +25,7 @@ class KnownRows {
 
   bool contains(std::string_view name) const {
     std::lock_guard<std::mutex> guard(mutex_);
-    return names_.count(std::string(name)) != 0;
+    return names_.contains(name);
   }
   void add(std::string_view name) {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -33,12 +34,12 @@ class KnownRows {
   }
   void forget(std::string_view name) {
     std::lock_guard<std::mutex> guard(mutex_);
-    names_.erase(std::string(name));
+    if (const auto it = names_.find(name); it != names_.end()) names_.erase(it);
   }
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_set<std::string> names_;
+  StringSet names_;
 };
 
 }  // namespace dlock::details

@@ -18,7 +18,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+
+#include "containers/string_map.hpp"
 
 namespace dlock::details {
 
@@ -30,7 +31,11 @@ class NameMarks {
   // Clock::time_point::max(): until taken.
   void mark(std::string_view name, Clock::time_point until) {
     std::lock_guard<std::mutex> guard(mutex_);
-    marks_[std::string(name)] = until;
+    if (const auto it = marks_.find(name); it != marks_.end()) {
+      it->second = until;
+    } else {
+      marks_.emplace(std::string(name), until);
+    }
     if (marks_.size() >= sweep_at_) {
       // Names marked once and never looked at again: drop the expired ones
       // now and then, so the map stays as small as the names in play.
@@ -46,7 +51,7 @@ class NameMarks {
   std::chrono::microseconds left(std::string_view name) {
     if (size_.load(std::memory_order_relaxed) == 0) return std::chrono::microseconds::zero();
     std::lock_guard<std::mutex> guard(mutex_);
-    const auto it = marks_.find(std::string(name));
+    const auto it = marks_.find(name);
     if (it == marks_.end()) return std::chrono::microseconds::zero();
     const auto now = Clock::now();
     // Rounded up: a live mark never reads as none (take() would still
@@ -59,7 +64,7 @@ class NameMarks {
   bool take(std::string_view name) {
     if (size_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<std::mutex> guard(mutex_);
-    const auto it = marks_.find(std::string(name));
+    const auto it = marks_.find(name);
     if (it == marks_.end()) return false;
     const bool live = it->second > Clock::now();
     erase(it);
@@ -67,7 +72,7 @@ class NameMarks {
   }
 
  private:
-  using Map = std::unordered_map<std::string, Clock::time_point>;
+  using Map = StringMap<Clock::time_point>;
   void erase(Map::iterator it) {
     marks_.erase(it);
     size_.store(marks_.size(), std::memory_order_relaxed);

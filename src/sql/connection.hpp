@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
+#include "containers/string_map.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/options.hpp"
 #include "sql/server_choice.hpp"
@@ -156,7 +156,7 @@ class Connection {
   void apply_session_settings();
 
   std::unique_ptr<sql::Connection> connection_;
-  std::unordered_map<std::string, std::unique_ptr<sql::PreparedStatement>> statements_;
+  StringMap<std::unique_ptr<sql::PreparedStatement>> statements_;
   std::uint64_t server_id_ = 0;
   std::uint64_t session_key_ = 0;
   std::size_t server_index_ = 0;

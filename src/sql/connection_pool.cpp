@@ -19,17 +19,22 @@ std::size_t ConnectionPool::open_count() const {
 }
 
 PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
-  const auto deadline = std::min(std::chrono::steady_clock::now() + settings_.io_timeout, CallBudget::deadline());
+  // Set by the first wait: a pool with an idle connection reads no clock.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   for (;;) {
     std::unique_ptr<Connection> candidate;
     std::uint64_t epoch = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (!returned_.wait_until(lock, deadline, [&] { return !idle_.empty() || open_ < size_; })) {
-        throw BackendError("dlock: no pooled connection became free within io_timeout (" +
-                               std::to_string(settings_.io_timeout.count()) + " ms; pool_size " +
-                               std::to_string(size_) + ")",
-                           0, "");
+      const auto ready = [&] { return !idle_.empty() || open_ < size_; };
+      if (!ready()) {
+        if (!deadline) deadline = std::min(std::chrono::steady_clock::now() + settings_.io_timeout, CallBudget::deadline());
+        if (!returned_.wait_until(lock, *deadline, ready)) {
+          throw BackendError("dlock: no pooled connection became free within io_timeout (" +
+                                 std::to_string(settings_.io_timeout.count()) + " ms; pool_size " +
+                                 std::to_string(size_) + ")",
+                             0, "");
+        }
       }
       if (idle_.empty()) {
         ++open_;  // reserve the slot before connecting outside the lock
@@ -43,6 +48,10 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
         candidate = std::move(*it);
         idle_.erase(it);
         epoch = error_epoch_;
+        // In use from here on, also while it is pinged below: a job for its
+        // session (run_when_idle) waits for its return instead of being
+        // dropped as if the session were gone.
+        in_use_.push_back(candidate->session_key());
       }
     }
     if (!candidate) return open_new();
@@ -50,10 +59,13 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
                          std::chrono::steady_clock::now() - candidate->last_used() >= kPingAfterIdle;
     if (!suspect || candidate->ping()) {
       candidate->checked_epoch = epoch;
-      return hand_out(std::move(candidate));
+      return PooledConnection(this, std::move(candidate));
     }
-    // Dead: drop it and try again (a fresh slot is now free).
+    // Dead: drop it, with any job waiting for its session (which is gone),
+    // and try again (a fresh slot is now free).
     std::lock_guard<std::mutex> guard(mutex_);
+    forget_in_use(candidate->session_key());
+    on_return_.erase(candidate->session_key());
     --open_;
   }
 }
@@ -132,41 +144,44 @@ PooledConnection ConnectionPool::hand_out(std::unique_ptr<Connection> connection
   return PooledConnection(this, std::move(connection));
 }
 
+void ConnectionPool::forget_in_use(std::uint64_t session_key) {
+  if (auto it = std::find(in_use_.begin(), in_use_.end(), session_key); it != in_use_.end()) in_use_.erase(it);
+}
+
 void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
-  // Jobs waiting for this very session run before anyone else can take it.
+  connection->touch();
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Jobs waiting for this very session run before anyone else can take it,
+  // and a changed session is reset; both outside the lock, then look again.
   for (;;) {
-    std::vector<std::function<void(Connection&)>> jobs;
-    {
-      std::lock_guard<std::mutex> guard(mutex_);
-      auto it = on_return_.find(connection->session_key());
-      if (it == on_return_.end()) break;
-      jobs = std::move(it->second);
+    if (auto it = on_return_.find(connection->session_key()); it != on_return_.end()) {
+      std::vector<std::function<void(Connection&)>> jobs = std::move(it->second);
       on_return_.erase(it);
+      lock.unlock();
+      for (auto& job : jobs)
+        if (!connection->broken()) job(*connection);
+      lock.lock();
+      continue;
     }
-    for (auto& job : jobs)
-      if (!connection->broken()) job(*connection);
-  }
-  if (!connection->broken() && connection->session_dirty()) {
+    if (connection->broken() || !connection->session_dirty()) break;
+    lock.unlock();
     try {
       connection->reset_session();
     } catch (const BackendError&) {
       // reset_session() marked it broken; it is dropped below.
     }
+    lock.lock();
   }
-  connection->touch();
+  forget_in_use(connection->session_key());
   std::unique_ptr<Connection> dropped;
-  {
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (auto it = std::find(in_use_.begin(), in_use_.end(), connection->session_key()); it != in_use_.end())
-      in_use_.erase(it);
-    if (connection->broken()) {
-      --open_;
-      ++error_epoch_;
-      dropped = std::move(connection);
-    } else {
-      idle_.push_back(std::move(connection));
-    }
+  if (connection->broken()) {
+    --open_;
+    ++error_epoch_;
+    dropped = std::move(connection);
+  } else {
+    idle_.push_back(std::move(connection));
   }
+  lock.unlock();
   returned_.notify_one();
   // `dropped` closes here, outside the lock: closing a dead socket can block.
 }

@@ -99,6 +99,7 @@ class ConnectionPool {
   friend class PooledConnection;
   void give_back(std::unique_ptr<Connection> connection);
   PooledConnection hand_out(std::unique_ptr<Connection> connection);
+  void forget_in_use(std::uint64_t session_key);  // under mutex_
   PooledConnection open_new();
 
   const ConnectionSettings settings_;

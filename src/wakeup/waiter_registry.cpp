@@ -9,6 +9,7 @@ WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, std::string
   std::lock_guard<std::mutex> guard(registry_.mutex_);
   auto& slot = registry_.entries_[name_];
   if (!slot) slot = std::make_shared<Entry>();
+  registry_.entry_count_.store(registry_.entries_.size());
   entry_ = slot;
   std::lock_guard<std::mutex> entry_guard(entry_->mutex);
   ++entry_->subscribers;
@@ -27,7 +28,10 @@ void WaiterRegistry::Subscription::unsubscribe() {
     if (entry_->permits > entry_->subscribers) entry_->permits = entry_->subscribers;
     last = entry_->subscribers == 0;
   }
-  if (last) registry_.entries_.erase(name_);
+  if (last) {
+    registry_.entries_.erase(name_);
+    registry_.entry_count_.store(registry_.entries_.size());
+  }
 }
 
 bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
@@ -161,8 +165,13 @@ bool WaiterRegistry::Subscription::unpark(Parked& waiter) {
 }
 
 std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view name) const {
+  // Nobody waits for anything (the usual case at a release): no lock. A
+  // subscription counts its entry, sequentially consistently, before it
+  // reads wakes(), and a wake counts itself before it reads this: one of
+  // the two sees the other (see wakes()).
+  if (entry_count_.load() == 0) return nullptr;
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = entries_.find(std::string(name));
+  auto it = entries_.find(name);
   return it == entries_.end() ? nullptr : it->second;
 }
 
@@ -238,9 +247,10 @@ std::vector<std::string> WaiterRegistry::names() const {
   return out;
 }
 
-bool WaiterRegistry::has(const std::string& name) const {
+bool WaiterRegistry::has(std::string_view name) const {
+  if (entry_count_.load() == 0) return false;
   std::lock_guard<std::mutex> guard(mutex_);
-  return entries_.count(name) != 0;
+  return entries_.contains(name);
 }
 
 std::size_t WaiterRegistry::parked() const {

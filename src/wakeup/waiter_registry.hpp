@@ -44,8 +44,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "containers/string_map.hpp"
 
 namespace dlock::details {
 
@@ -171,7 +172,7 @@ class WaiterRegistry {
   // Continuations parked now, over every name (tests, benchmarks).
   std::size_t parked() const;
   // True while `name` has a subscriber.
-  bool has(const std::string& name) const;
+  bool has(std::string_view name) const;
 
  private:
   struct Entry {
@@ -184,7 +185,9 @@ class WaiterRegistry {
   std::shared_ptr<Entry> entry_of(std::string_view name) const;
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;
+  StringMap<std::shared_ptr<Entry>> entries_;
+  // entries_.size(), written under mutex_, read without it (entry_of).
+  std::atomic<std::size_t> entry_count_{0};
   std::atomic<std::uint64_t> wakes_{0};  // see wakes()
   // How long a claimed thread's claim typically took to be resolved, in
   // microseconds (0: not measured yet): how long it waits awake for it.
