@@ -7,14 +7,28 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "containers/string_map.hpp"
+
+// What the header promises, checked where the compiler can: a lookup takes
+// a string_view as it is, and the hash is not a nothrow one, so libstdc++
+// stores each element's hash code.
+static_assert(requires(dlock::details::StringMap<int> m, std::string_view v) { m.find(v); });
+static_assert(requires(dlock::details::StringSet s, std::string_view v) { s.contains(v); });
+static_assert(!std::is_nothrow_invocable_v<dlock::details::StringHash, std::string_view>);
+#ifdef __GLIBCXX__
+// Hashed at every size, not compared element by element below 21.
+static_assert(std::__is_fast_hash<dlock::details::StringHash>::value);
+#endif
 
 namespace {
 std::atomic<long> allocations{0};
 }  // namespace
 
-// Counts every allocation of this test program.
+// Counts every allocation of this test program. The replacement pairs
+// malloc with free, which GCC cannot see through once it inlines them.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t size) {
   allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
