@@ -212,7 +212,7 @@ Millis Client::renew_period() const { return std::max(Millis(1), options_.watchd
 
 std::mutex& Client::owner_mutex(std::string_view name, std::uint64_t owner) {
   const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL);
-  return owner_mutexes_[h % owner_mutexes_.size()].mutex;
+  return owner_mutexes_[h % owner_mutexes_.size()];
 }
 
 AcquireRequest Client::make_request(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
