@@ -1,5 +1,5 @@
-// `dlock status`, `dlock force-unlock`, `dlock init`: operator commands that
-// read or change lock rows directly, on one connection, with no watchdog.
+// `dlock status`, `dlock force-unlock`, `dlock init`: operator commands on
+// the library's operator functions (api/tools.hpp), one connection each.
 #pragma once
 
 #include <dlock/options.hpp>
@@ -20,9 +20,9 @@ struct ForceTarget {
 };
 // Clears each name's holder(s); exit 1 if any name had none.
 int force_unlock_command(const Options& options, const std::vector<std::string>& names, ForceTarget target);
-// Creates the tables (idempotent).
+// Creates the table, or migrates an older dlock version's tables (idempotent).
 int init_command(const Options& options);
-// The CREATE TABLE statements for `table` (lock, semaphore, read-write lock).
+// The CREATE TABLE statement for `table`.
 std::string schema_sql(const std::string& table);
 
 }  // namespace dlock::cli

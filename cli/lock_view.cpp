@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "duration.hpp"
-#include "core/log_format.hpp"
+
 
 namespace dlock::cli {
 
@@ -86,17 +86,17 @@ std::string from_hex(std::string_view hex) {
   return out;
 }
 
-std::string row_json(const details::LockRow& row) {
+std::string row_json(const details::HoldRow& row) {
   // Keys in a fixed order for people reading the lines; nlohmann::ordered_json.
   nlohmann::ordered_json j;
-  j["name"] = row.name;
-  if (!is_utf8(row.name)) j["name_hex"] = to_hex(row.name);
-  j["held"] = row.held;
-  if (row.held) {
+  j["name"] = row.key.name;
+  if (!is_utf8(row.key.name)) j["name_hex"] = to_hex(row.key.name);
+  j["held"] = row.live;
+  if (row.live) {
     j["machine_id"] = row.machine;
     j["host"] = row.host;
     j["pid"] = row.pid;
-    j["thread"] = row.thread;
+    j["thread"] = row.owner;
     j["count"] = row.state;
     j["fence"] = row.fence;
     j["acquired_at"] = row.acquired_at.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(row.acquired_at + "Z");
@@ -114,10 +114,10 @@ std::string row_json(const details::LockRow& row) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string holder_summary(const details::LockRow& row) {
-  if (!row.held) return "nobody";
+std::string holder_summary(const details::HoldRow& row) {
+  if (!row.live) return "nobody";
   std::string s = readable_name(row.machine) + " (host " + readable_name(row.host) + ", pid " +
-                  std::to_string(row.pid) + ", owner " + std::to_string(row.thread) + ")";
+                  std::to_string(row.pid) + ", owner " + std::to_string(row.owner) + ")";
   if (row.held_for_us) s += ", held for " + format_duration(Millis(ms_of(row.held_for_us)));
   s += ", expires in " + format_duration(Millis(ms_of(row.ttl_us))) + (row.watchdog ? " unless renewed" : "");
   s += ", fence " + std::to_string(row.fence);

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "sql/lock_table.hpp"
+#include "api/tools.hpp"
 
 namespace dlock::cli {
 
@@ -25,9 +25,9 @@ std::string to_hex(std::string_view bytes);
 std::string from_hex(std::string_view hex);
 
 // One line of `status --json` (no newline).
-std::string row_json(const details::LockRow& row);
+std::string row_json(const details::HoldRow& row);
 // "web01 (host db-7, pid 4242, owner 3), held for 12.0s, expires in 28.0s,
 // fence 17" for a held row; "nobody" otherwise.
-std::string holder_summary(const details::LockRow& row);
+std::string holder_summary(const details::HoldRow& row);
 
 }  // namespace dlock::cli

@@ -25,7 +25,7 @@
 #include "exit_codes.hpp"
 #include "lock_view.hpp"
 #include "run_command.hpp"
-#include "api/validation.hpp"
+#include "api/tools.hpp"
 
 namespace {
 

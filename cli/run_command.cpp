@@ -53,12 +53,13 @@
 #include <thread>
 #include <utility>
 
-#include "core/client_access.hpp"
+#include <dlock/asio.hpp>
+
+#include "api/tools.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "lock_view.hpp"
 #include "rw_view.hpp"
-#include "core/log_format.hpp"
 
 extern char** environ;
 
@@ -306,73 +307,68 @@ int reap(pid_t keeper) {
 // (--shared, --exclusive).
 class Held {
  public:
-  Held(DatabaseDistributedLock& client, const RunArgs& args)
-      : core_(details::ClientAccess::of(client)),
+  Held(DatabaseDistributedLock& client, const Options& options, const RunArgs& args)
+      : engine_(details::ClientAccess::of(client)),
+        options_(options),
         args_(args),
+        semaphore_(args.permits != 0 ? std::optional<Semaphore>(client.get_semaphore(args.name, args.permits))
+                                     : std::nullopt),
         lock_(args.side == details::LockSide::kMutex ? client.get_lock(args.name)
               : args.side == details::LockSide::kRead ? client.get_read_write_lock(args.name).read_lock()
                                                       : client.get_read_write_lock(args.name).write_lock()) {}
 
-  // One wait with the library's own deadline (its doorbell and poller), not
-  // a series of short waits that re-arm them every time. False: not had
+  // One wait with the library's own deadline (its bells and poller), not a
+  // series of short waits that re-arm them every time. False: not had
   // (refused, timed out, or `interrupted`).
   bool acquire(const std::atomic<bool>& interrupted) {
     const bool once = args_.wait && *args_.wait <= Millis::zero();
-    if (args_.permits == 0) {
-      return core_.acquire(args_.name, Owner::this_thread().id(), args_.lease, args_.wait,
-                           once ? nullptr : &interrupted, args_.side);
+    const std::uint64_t owner = semaphore_ ? Owner::create().id() : Owner::this_thread().id();
+    const details::AcquireRequest request =
+        engine_.make_request(key(), owner, args_.lease, args_.wait, args_.permits);
+    const bool had = engine_.drive(request, once ? nullptr : &interrupted).next == details::AcquireStep::Next::kAcquired;
+    if (had && semaphore_) {
+      owner_ = owner;
+      permit_ = asio_impl::PermitAccess::adopt(*semaphore_, owner);
     }
-    const details::AcquireStep step =
-        core_.drive(core_.make_permit_request(args_.name, args_.permits, args_.lease, args_.wait),
-                    once ? nullptr : &interrupted);
-    permit_ = step.permit;
-    return step.next == details::AcquireStep::Next::kAcquired;
+    return had;
   }
   // Ends a wait in acquire() (from the signal thread).
-  void interrupt() {
-    core_.interrupt_waits(args_.permits != 0                            ? details::Client::semaphore_key(args_.name)
-                          : args_.side == details::LockSide::kMutex ? args_.name
-                                                                    : details::Client::rw_key(args_.side, args_.name));
-  }
+  void interrupt() { engine_.interrupt_waits(key()); }
   // Who has it, for the refusal message.
   std::string holders() {
     try {
+      const auto rows = details::list_rows(options_, {args_.name});
       if (args_.side != details::LockSide::kMutex) {
-        return rw_summary(group_rw_one(args_.name));
-      } else if (args_.permits == 0) {
-        const details::LockRow row = core_.inspect(args_.name);
-        if (row.held) return holder_summary(row);
-      } else {
-        return std::to_string(core_.live_permits(args_.name)) + " permit holder(s) (bound " +
-               std::to_string(args_.permits) + ")";
+        for (const auto& view : group_rw(rows))
+          if (view.name == args_.name) return rw_summary(view);
+        return "a waiting writer (new readers wait behind it)";
       }
+      if (args_.permits != 0) {
+        std::size_t live = 0;
+        for (const auto& row : rows) live += row.key.kind == details::Kind::kSemaphore && row.live ? 1 : 0;
+        return std::to_string(live) + " permit holder(s) (bound " + std::to_string(args_.permits) + ")";
+      }
+      for (const auto& row : rows)
+        if (row.key.kind == details::Kind::kLock && row.live) return holder_summary(row);
     } catch (const BackendError&) {
       // Who it was is a courtesy; the exit code says what matters.
     }
     return "another owner";
   }
   // The fencing token: the lock's (or the side's), or the permit's slot's.
-  std::uint64_t fence() {
-    if (args_.permits == 0) return lock_.fencing_token();
-    const auto row = core_.permit_row(permit_);
-    return row ? row->fence : 0;
-  }
+  std::uint64_t fence() { return semaphore_ ? permit_.fencing_token() : lock_.fencing_token(); }
   // The permit's slot (0 for a lock).
-  std::uint32_t slot() {
-    if (args_.permits == 0) return 0;
-    const auto row = core_.permit_row(permit_);
-    return row ? row->slot : 0;
-  }
+  std::uint32_t slot() { return semaphore_ ? permit_.slot() : 0; }
   // Throws BackendError when it cannot tell.
   bool still_held() {
-    if (args_.permits == 0) return lock_.is_held_by_current_thread();
-    return core_.permit_row(permit_).has_value();
+    if (!semaphore_) return lock_.is_held_by_current_thread();
+    return permit_.held() && engine_.confirmed_hold(key(), owner_).has_value();
   }
   void release() {
-    if (args_.permits == 0) {
-      lock_.unlock();  // never throws for database trouble
+    if (semaphore_) {
+      permit_.release();  // never throws
     } else {
-      core_.release_permit(args_.name, std::exchange(permit_, 0));
+      lock_.unlock();  // never throws for database trouble
     }
   }
   const char* what() const {
@@ -383,19 +379,20 @@ class Held {
   }
 
  private:
-  // Who holds read-write lock `name` now.
-  RwView group_rw_one(const std::string& name) {
-    for (auto& view : group_rw(core_.held_rw_heads(), core_.held_reads()))
-      if (view.name == name) return view;
-    RwView none;
-    none.name = name;
-    return none;
+  details::NameKeyView key() const {
+    if (semaphore_) return details::NameKeyView{details::Kind::kSemaphore, args_.name};
+    return details::NameKeyView{args_.side == details::LockSide::kRead    ? details::Kind::kRead
+                                : args_.side == details::LockSide::kWrite ? details::Kind::kWrite
+                                                                          : details::Kind::kLock,
+                                args_.name};
   }
-
-  details::Client& core_;
+  details::Engine& engine_;
+  const Options& options_;
   const RunArgs& args_;
-  Lock lock_;  // the lock, or the side of the read-write lock (unless --permits)
-  std::uint64_t permit_ = 0;
+  std::optional<Semaphore> semaphore_;
+  Lock lock_;      // the lock, or the side of the read-write lock (unless --permits)
+  Permit permit_;  // with --permits
+  std::uint64_t owner_ = 0;
 };
 
 }  // namespace
@@ -413,7 +410,7 @@ int run_command(Options options, const RunArgs& args) {
     if (name == args.name) lost = true;
   };
   DatabaseDistributedLock client(options);
-  Held held(client, args);
+  Held held(client, options, args);
 
   std::atomic<int> pending{0};
   std::atomic<bool> interrupted{false};

@@ -5,18 +5,18 @@
 #include <string>
 #include <vector>
 
-#include "sql/rw_table.hpp"
+#include "api/tools.hpp"
 
 namespace dlock::cli {
 
 struct RwView {
   std::string name;
-  details::LockRow writer;                 // held == false when no one writes
-  std::vector<details::LockRow> readers;   // live read holds, oldest first
+  details::HoldRow writer;                 // live == false when no one writes
+  std::vector<details::HoldRow> readers;   // live read holds
 };
 
-// Groups head rows and live read holds (both ordered by name) per name.
-std::vector<RwView> group_rw(const std::vector<details::RwHead>& heads, const std::vector<details::ReaderRow>& reads);
+// Groups live write holds and read holds per name.
+std::vector<RwView> group_rw(const std::vector<details::HoldRow>& rows);
 // One JSON object: {"kind": "rwlock", "name", ["name_hex",] "readers_count",
 // "writer": null or {"machine_id", "host", "pid", "thread", "count", "fence",
 // "acquired_at", "held_for_ms", "expires_in_ms", "watchdog"}, "readers":

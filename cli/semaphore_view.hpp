@@ -5,18 +5,18 @@
 #include <string>
 #include <vector>
 
-#include "sql/semaphore_table.hpp"
+#include "api/tools.hpp"
 
 namespace dlock::cli {
 
 struct SemaphoreView {
   std::string name;
   std::uint32_t bound = 0;  // the largest bound its holders acquired under
-  std::vector<details::PermitRow> permits;  // by slot
+  std::vector<details::HoldRow> permits;  // by slot
 };
 
 // Groups live permit rows (ordered by name and slot) per semaphore.
-std::vector<SemaphoreView> group_permits(const std::vector<details::PermitRow>& rows);
+std::vector<SemaphoreView> group_permits(const std::vector<details::HoldRow>& rows);
 // One JSON object: {"kind": "semaphore", "name", ["name_hex",] "holders",
 // "bound", "permits": [{"slot", "machine_id", "host", "pid", "fence",
 // "acquired_at", "held_for_ms", "expires_in_ms", "watchdog"}]}.

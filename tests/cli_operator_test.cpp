@@ -17,7 +17,7 @@
 #include "child_process.hpp"
 #include "cli_fixture.hpp"
 #include "test_env.hpp"
-#include "core/thread_identity.hpp"
+#include "base/identity.hpp"
 
 namespace dlock {
 namespace {
@@ -325,17 +325,21 @@ TEST_F(Cli, RunSharedAndExclusiveHoldTheSidesOfAReadWriteLock) {
   rw.unlock_shared();
 }
 
-TEST_F(Cli, InitCreatesAndPrintsEveryTable) {
+TEST_F(Cli, InitCreatesAndPrintsTheTable) {
   auto [out, code] = run(args({"init", "--print-sql"}));
   EXPECT_EQ(code, 0) << out;
-  for (const char* suffix : {"", "_sem", "_rw", "_rwr"})
-    EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + suffix + "`"), std::string::npos) << out;
+  EXPECT_NE(out.find("CREATE TABLE IF NOT EXISTS `" + options_.table + "`"), std::string::npos) << out;
+  EXPECT_NE(out.find("dlock schema 3"), std::string::npos) << out;
+  test::execute_sql("DROP TABLE IF EXISTS `" + options_.table + "`");
   std::tie(out, code) = run(args({"init"}));
   EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("created"), std::string::npos) << out;
   EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND "
-                               "TABLE_NAME IN ('" + options_.table + "_sem', '" + options_.table + "_rw', '" +
-                               options_.table + "_rwr')"),
-            "3");
+                               "TABLE_NAME = '" + options_.table + "' AND TABLE_COMMENT LIKE 'dlock schema 3%'"),
+            "1");
+  std::tie(out, code) = run(args({"init"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ready"), std::string::npos) << out;
 }
 
 }  // namespace

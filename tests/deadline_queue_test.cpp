@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/deadline_queue.hpp"
+#include "runtime/deadline_queue.hpp"
 
 namespace dlock::details {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "background.hpp"
-#include "core/client_access.hpp"
+#include "api/tools.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -61,7 +61,7 @@ std::uint64_t row_fence(const Options& o, const std::string& name) {
 // Waits until `client` has a waiter parked or blocked on `name`: the
 // handoff needs one that is waiting, not one between attempts.
 void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().has(name); }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().has(details::NameKeyView{details::Kind::kLock, name}); }, 10s));
   // Subscribed before its first attempt: give the refused attempt time to
   // end and the waiter to park (the handoff falls back to a wake if not).
   std::this_thread::sleep_for(100ms);

@@ -21,9 +21,9 @@
 
 #include "child_process.hpp"
 #include "sql/connection.hpp"
-#include "wakeup/doorbell.hpp"
-#include "core/hold_registry.hpp"
-#include "sql/lock_table.hpp"
+#include "sql/bells.hpp"
+#include "engine/holds.hpp"
+#include "sql/hold_rows.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -68,36 +68,42 @@ TEST(Identity, TwoProcessesWithOneMachineIdAreDistinctOwners) {
   holder.kill(SIGKILL);
 }
 
-TEST(Identity, AFreshHoldIdNeverTakesALiveRowButItsOwnStatementsReRunDoes) {
-  const Options o = fresh_options();
-  { DatabaseDistributedLock create(o); }
-  const details::LockTable table(o.table);
+TEST(Identity, ALiveRowIsNeverTakenWhateverItsLabelAndOwner) {
+  Options o = fresh_options();
+  o.machine_id = "m";
+  DatabaseDistributedLock client(o);
+  client.lock("t");
+  client.unlock("t");
+  // Someone else's live hold with this client's label and this thread's
+  // owner id: only the hold id differs.
+  test::execute_sql("UPDATE `" + o.table + "` SET hold_id = 111, machine_id = 'm', owner_id = " +
+                    std::to_string(Owner::this_thread().id()) +
+                    ", state = 1, expire_time = NOW(6) + INTERVAL 10 SECOND WHERE kind = 1 AND lock_name = 't'");
+  EXPECT_FALSE(client.try_lock("t"));
+  EXPECT_FALSE(client.is_held_by_current_thread("t"));
   auto c = raw_connection(o);
-  const std::int64_t lease_us = 10'000'000;
-  const details::Holder first{"m", 1, 111, "h", 1};
-  ASSERT_EQ(table.acquire(*c, "t", first, 1, lease_us, false, nullptr), details::AcquireResult::kInserted);
-  // Same label, same owner id, new hold id: refused (it is someone's live hold).
-  const details::Holder second{"m", 1, 222, "h", 1};
-  EXPECT_FALSE(table.take(*c, "t", second, 1, lease_us, false, nullptr));
-  EXPECT_EQ(table.acquire(*c, "t", second, 1, lease_us, false, nullptr), details::AcquireResult::kRefused);
-  const details::LockRow row = table.read(*c, "t");
+  const details::HoldRows rows(o.table, nullptr);
+  const details::HoldRow row = rows.read(*c, details::RowKey{details::Kind::kLock, "t", 0});
   EXPECT_TRUE(row.held_by(111));
-  EXPECT_FALSE(row.held_by(222)) << "a reconciling read could not tell the two holds apart";
-  // The very statement run again (same hold id): taken, as reconciliation needs.
-  EXPECT_TRUE(table.take(*c, "t", first, 1, lease_us, false, nullptr));
-  EXPECT_TRUE(table.read(*c, "t").held_by(111));
+  EXPECT_THROW(client.unlock("t"), NotHeldError);
 }
 
 TEST(Identity, ALostHoldIsNeverRevivedByALateReentrantRecord) {
   details::HoldRegistry registry;
-  const auto later = Clock::now() + 10s;
-  registry.record_fresh("n", 7, 99, 1, true, later, 5, 0);
-  const auto hold = registry.find("n", 7);
+  const details::NameKey key(details::Kind::kLock, "n");
+  details::Hold fresh;
+  fresh.hold_id = 99;
+  fresh.count = 1;
+  fresh.watchdog = true;
+  fresh.deadline = Clock::now() + 10s;
+  fresh.fence = 5;
+  registry.record_fresh(key, 7, fresh);
+  const auto hold = registry.find(key, 7);
   ASSERT_TRUE(hold.has_value());
-  ASSERT_TRUE(registry.mark_lost("n", 7, hold->generation).has_value());
-  EXPECT_FALSE(registry.record_reentrant("n", 7, hold->generation, 2, true, later));
-  EXPECT_TRUE(registry.find("n", 7)->lost);
-  EXPECT_EQ(registry.find("n", 7)->count, 1u);
+  ASSERT_TRUE(registry.mark_lost(key, 7, hold->generation).has_value());
+  EXPECT_FALSE(registry.record_reentrant(key, 7, hold->generation, 2, true, fresh.deadline));
+  EXPECT_TRUE(registry.find(key, 7)->lost);
+  EXPECT_EQ(registry.find(key, 7)->count, 1u);
   EXPECT_TRUE(registry.watchdog_holds().empty()) << "the watchdog would renew a lost hold";
 }
 
@@ -355,9 +361,9 @@ TEST_F(ForeignLock, AFailedReleaseLeavesTheSessionItsBell) {
   DatabaseDistributedLock client(options_);
   client.lock("d");
   const std::string bell_of_row =
-      "SELECT IS_USED_LOCK(bell) FROM `" + options_.table + "` WHERE lock_name = 'd'";
+      "SELECT IS_USED_LOCK(bell) FROM `" + options_.table + "` WHERE kind = 1 AND lock_name = 'd'";
   ASSERT_NE(test::query_scalar(bell_of_row), "") << "the hold recorded no bell";
-  test::execute_sql("UPDATE `" + options_.table + "` SET waiters = 1 WHERE lock_name = 'd'");
+  test::execute_sql("UPDATE `" + options_.table + "` SET waiters = 1 WHERE kind = 1 AND lock_name = 'd'");
   lock_row("d");
   client.unlock("d");  // the freeing UPDATE times out
   release();
@@ -372,10 +378,9 @@ TEST_F(ForeignLock, AFailedReleaseLeavesTheSessionItsBell) {
 
 // ---------------------------------------------------------------- KILL QUERY
 
-TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "about the doorbell";
+TEST(BellInterrupt, KillsOnlyABellWaitOfItsOwnAccount) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "about the bells";
   const Options o = fresh_options();
-  const details::LockTable table(o.table);
   // A stranger (another account) in a long statement, as after a server
   // restart gave it the id we remembered.
   const std::string stranger_account = test::private_account();
@@ -395,12 +400,12 @@ TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
                                   std::to_string(stranger_id) + " AND INFO LIKE 'SELECT SLEEP%'") == "1";
       },
       5s));
-  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {stranger_id, 0}));
+  EXPECT_FALSE(details::interrupt_bell_wait(*killer, {stranger_id, 0}));
   EXPECT_EQ(sleeping.get(), 0) << "the stranger's statement was killed";
-  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {999'999'999, 0})) << "an unknown id is not an error";
+  EXPECT_FALSE(details::interrupt_bell_wait(*killer, {999'999'999, 0})) << "an unknown id is not an error";
 
-  // Our own doorbell wait is interrupted.
-  const std::string bell = details::doorbell_name(o.database, o.table, "k");
+  // Our own bell wait is interrupted.
+  const std::string bell = "dlock-s:test:" + std::to_string(stranger_id);
   auto holder = raw_connection(o);
   {
     auto& ps = holder->prepared("SELECT GET_LOCK(?, 0)");
@@ -409,7 +414,7 @@ TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
   }
   auto waiter = raw_connection(o);
   const auto waiter_id = waiter->server_id();
-  auto waiting = std::async(std::launch::async, [&] { return table.wait_for_doorbell(*waiter, bell, 20); });
+  auto waiting = std::async(std::launch::async, [&] { return details::wait_for_bell(*waiter, bell, 20, nullptr); });
   ASSERT_TRUE(test::wait_until(
       [&] {
         return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
@@ -417,10 +422,10 @@ TEST(DoorbellInterrupt, KillsOnlyADoorbellWaitOfItsOwnAccount) {
       },
       5s));
   const auto start = Clock::now();
-  EXPECT_FALSE(details::interrupt_doorbell_wait(*killer, {waiter_id, 1}))
+  EXPECT_FALSE(details::interrupt_bell_wait(*killer, {waiter_id, 1}))
       << "the same id on another server of the list is another session";
-  EXPECT_TRUE(details::interrupt_doorbell_wait(*killer, {waiter_id, 0}));
-  EXPECT_EQ(waiting.get(), details::LockTable::Ring::kInterrupted);
+  EXPECT_TRUE(details::interrupt_bell_wait(*killer, {waiter_id, 0}));
+  EXPECT_EQ(waiting.get(), details::BellWait::kInterrupted);
   EXPECT_LT(Clock::now() - start, 5s);
 }
 

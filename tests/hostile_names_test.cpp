@@ -109,9 +109,9 @@ TEST(HostileNames, StoredAndComparedByteExactly) {
     SCOPED_TRACE(c.what);
     holder.lock(c.name);
     // The row holds exactly these bytes, and it is the only held row.
-    EXPECT_EQ(test::query_scalar("SELECT HEX(lock_name) FROM `" + options.table + "` WHERE is_locked = 1"),
+    EXPECT_EQ(test::query_scalar("SELECT HEX(lock_name) FROM `" + options.table + "` WHERE kind = 1 AND expire_time > NOW(6)"),
               hex(c.name));
-    EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + options.table + "` WHERE is_locked = 1"), "1");
+    EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + options.table + "` WHERE kind = 1 AND expire_time > NOW(6)"), "1");
     EXPECT_TRUE(other.is_locked(c.name));
     EXPECT_FALSE(other.try_lock(c.name));
     EXPECT_GE(holder.fencing_token(c.name), 1u);

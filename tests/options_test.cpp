@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "api/validation.hpp"
+#include "base/validation.hpp"
 
 namespace dlock {
 namespace {

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "background.hpp"
-#include "core/client_access.hpp"
+#include "api/tools.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -77,11 +77,11 @@ TEST(PermitHandoff, ALocalWaiterIsHandedThePermitInItsSlotAndLeaseMode) {
     Permit& handed = *waiter.permit();
     EXPECT_EQ(handed.slot(), 0u);
     EXPECT_EQ(handed.fencing_token(), token + 1) << "a handoff is a new take of the slot";
-    const std::string table = options.table + "_sem";
-    EXPECT_EQ(query_scalar("SELECT watchdog FROM " + table + " WHERE sem_name = 'ph'"), "0")
+    const std::string table = options.table;
+    EXPECT_EQ(query_scalar("SELECT watchdog FROM " + table + " WHERE kind = 2 AND lock_name = 'ph'"), "0")
         << "the waiter asked for a fixed lease; the handed permit kept the watchdog mode";
     EXPECT_LE(std::stoll(query_scalar("SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time) FROM " + table +
-                                      " WHERE sem_name = 'ph'")),
+                                      " WHERE kind = 2 AND lock_name = 'ph'")),
               4'000'000)
         << "the handed permit kept the watchdog's 30 s lease";
     EXPECT_EQ(semaphore.available_permits(), 0u);
@@ -93,7 +93,7 @@ TEST(PermitHandoff, ALocalWaiterIsHandedThePermitInItsSlotAndLeaseMode) {
     Permit last = pending.get();
     EXPECT_EQ(handoffs(client), 2u);
     EXPECT_EQ(last.fencing_token(), token + 2);
-    EXPECT_EQ(query_scalar("SELECT watchdog FROM " + table + " WHERE sem_name = 'ph'"), "1");
+    EXPECT_EQ(query_scalar("SELECT watchdog FROM " + table + " WHERE kind = 2 AND lock_name = 'ph'"), "1");
     last.release();
   }
   EXPECT_EQ(semaphore.available_permits(), 1u);
@@ -136,7 +136,8 @@ TEST(PermitHandoff, APermitLostBeforeItsReleaseIsNotHandedOverAndTheWaiterIsWoke
   PermitWaiter waiter(semaphore, 60s);
   wait_for_parked(client, 1);
   // Freed behind the holder's back (as `dlock force-unlock --semaphore` does).
-  test::execute_sql("UPDATE " + options.table + "_sem SET hold_id = NULL, expire_time = NULL WHERE sem_name = 'pl'");
+  test::execute_sql("UPDATE " + options.table + " SET state = 0, expire_time = acquired_at WHERE kind = 2 AND"
+                    " lock_name = 'pl'");
   first.release();  // the handoff statement finds the permit gone
   ASSERT_TRUE(waiter.ended(10s)) << "the waiter was not woken by the failed handoff";
   ASSERT_TRUE(waiter.permit().has_value());

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/reader_slots.hpp"
+#include "kinds/reader_slots.hpp"
 
 namespace dlock::details {
 namespace {

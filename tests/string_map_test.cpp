@@ -9,7 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "containers/string_map.hpp"
+#include "base/string_map.hpp"
 
 // What the header promises, checked where the compiler can: a lookup takes
 // a string_view as it is, and the hash is not a nothrow one, so libstdc++

@@ -12,11 +12,14 @@
 #include <memory>
 #include <thread>
 
-#include "core/acquire_request.hpp"
+#include "engine/request.hpp"
 #include "wakeup/waiter_registry.hpp"
 
 namespace dlock::details {
 namespace {
+
+// A lock's key: these tests are about names, and every kind behaves alike.
+inline NameKey K(std::string_view name) { return NameKey(Kind::kLock, name); }
 
 using namespace std::chrono_literals;
 
@@ -27,24 +30,24 @@ struct Counter final : WaiterRegistry::Parked {
 
 TEST(WaiterRegistry, WakeGoesToAParkedContinuationAndRemovesIt) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   auto c = std::make_shared<Counter>();
   ASSERT_TRUE(sub.park(c));
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   EXPECT_EQ(c->wakes, 1);
   EXPECT_FALSE(sub.unpark(*c)) << "already taken out by the wake";
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   EXPECT_EQ(c->wakes, 1) << "woken twice for one park";
   EXPECT_FALSE(sub.park(c)) << "the second wake was kept as a permit";
 }
 
 TEST(WaiterRegistry, UnparkWinsOverALaterWake) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   auto c = std::make_shared<Counter>();
   ASSERT_TRUE(sub.park(c));
   EXPECT_TRUE(sub.unpark(*c));
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   EXPECT_EQ(c->wakes, 0);
   EXPECT_FALSE(sub.park(c)) << "the wake became a permit for the next look";
   EXPECT_TRUE(sub.park(c));
@@ -52,8 +55,8 @@ TEST(WaiterRegistry, UnparkWinsOverALaterWake) {
 
 TEST(WaiterRegistry, PermitsNeverExceedSubscribers) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
-  for (int i = 0; i < 5; ++i) registry.wake_one("n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
+  for (int i = 0; i < 5; ++i) registry.wake_one(K("n"));
   auto c = std::make_shared<Counter>();
   EXPECT_FALSE(sub.park(c));
   EXPECT_TRUE(sub.park(c)) << "five wakes for one subscriber left more than one permit";
@@ -62,16 +65,16 @@ TEST(WaiterRegistry, PermitsNeverExceedSubscribers) {
 
 TEST(WaiterRegistry, WakeAllWakesEveryParkedContinuationAndEveryThread) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription a(registry, "n");
-  WaiterRegistry::Subscription b(registry, "n");
-  WaiterRegistry::Subscription blocked(registry, "n");
+  WaiterRegistry::Subscription a(registry, K("n"));
+  WaiterRegistry::Subscription b(registry, K("n"));
+  WaiterRegistry::Subscription blocked(registry, K("n"));
   auto ca = std::make_shared<Counter>();
   auto cb = std::make_shared<Counter>();
   ASSERT_TRUE(a.park(ca));
   ASSERT_TRUE(b.park(cb));
   std::atomic<bool> woke{false};
   std::thread t([&] { woke = blocked.wait_for(10s); });
-  registry.wake_all("n");
+  registry.wake_all(K("n"));
   t.join();
   EXPECT_TRUE(woke);
   EXPECT_EQ(ca->wakes, 1);
@@ -80,11 +83,11 @@ TEST(WaiterRegistry, WakeAllWakesEveryParkedContinuationAndEveryThread) {
 
 TEST(WaiterRegistry, ABlockedThreadGetsAWakeWhenNothingIsParked) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   std::atomic<bool> woke{false};
   std::thread t([&] { woke = sub.wait_for(10s); });
   // The wake lands before or during the wait: either way it is not lost.
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   t.join();
   EXPECT_TRUE(woke);
   EXPECT_FALSE(sub.wait_for(1ms)) << "one wake, one permit";
@@ -102,14 +105,14 @@ struct Claimable final : WaiterRegistry::Parked {
 
 TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription a(registry, "n"), b(registry, "n"), c(registry, "n");
+  WaiterRegistry::Subscription a(registry, K("n")), b(registry, K("n")), c(registry, K("n"));
   auto only_wakes = std::make_shared<Counter>();
   auto first = std::make_shared<Claimable>();
   auto second = std::make_shared<Claimable>();
   ASSERT_TRUE(a.park(only_wakes));
   ASSERT_TRUE(b.park(first));
   ASSERT_TRUE(c.park(second));
-  auto claimed = registry.claim("n");
+  auto claimed = registry.claim(K("n"));
   ASSERT_EQ(claimed.get(), first.get());
   EXPECT_FALSE(b.unpark(*first)) << "a claimed waiter is no longer parked (its timeout must not resume it)";
   EXPECT_EQ(first->wakes, 0) << "claiming is not waking";
@@ -117,11 +120,11 @@ TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
   EXPECT_EQ(first->wakes, 1);
   EXPECT_TRUE(first->take_grant());
   EXPECT_FALSE(first->take_grant()) << "a grant is consumed once";
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   EXPECT_EQ(only_wakes->wakes, 1) << "plain wakes still go to the longest parked";
   EXPECT_TRUE(c.unpark(*second));
-  EXPECT_EQ(registry.claim("n"), nullptr);
-  EXPECT_EQ(registry.claim("other"), nullptr);
+  EXPECT_EQ(registry.claim(K("n")), nullptr);
+  EXPECT_EQ(registry.claim(K("other")), nullptr);
 }
 
 // A claimed waiter is told at the claim, before the releaser's statement
@@ -129,17 +132,17 @@ TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
 // waiter's claim does not tell it.
 TEST(WaiterRegistry, AClaimTellsTheClaimedWaiterOnceAndNoOther) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription a(registry, "n"), b(registry, "n");
+  WaiterRegistry::Subscription a(registry, K("n")), b(registry, K("n"));
   auto first = std::make_shared<Claimable>();
   auto second = std::make_shared<Claimable>();
   ASSERT_TRUE(a.park(first));
   ASSERT_TRUE(b.park(second));
-  auto claimed = registry.claim("n");
+  auto claimed = registry.claim(K("n"));
   ASSERT_EQ(claimed.get(), first.get());
   EXPECT_EQ(first->claims, 1);
   EXPECT_EQ(first->wakes, 0) << "told of the claim, not woken: the resolution wakes it";
   EXPECT_EQ(second->claims, 0);
-  registry.wake_one("n");
+  registry.wake_one(K("n"));
   EXPECT_EQ(second->wakes, 1);
   EXPECT_EQ(second->claims, 0) << "a plain wake is not a claim";
   WaiterRegistry::resolve(claimed, 1);
@@ -149,25 +152,25 @@ TEST(WaiterRegistry, AClaimTellsTheClaimedWaiterOnceAndNoOther) {
 
 TEST(WaiterRegistry, AWaiterThatDeclinesHandoffsIsNeverClaimed) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   auto declining = std::make_shared<Claimable>();
   declining->accepts = false;
   ASSERT_TRUE(sub.park(declining));
-  EXPECT_EQ(registry.claim("n"), nullptr);
+  EXPECT_EQ(registry.claim(K("n")), nullptr);
   EXPECT_TRUE(sub.unpark(*declining));
 }
 
 TEST(WaiterRegistry, AClaimableThreadIsGrantedOrWokenByTheResolution) {
   for (bool granted : {true, false}) {
     WaiterRegistry registry;
-    WaiterRegistry::Subscription sub(registry, "n");
+    WaiterRegistry::Subscription sub(registry, K("n"));
     AcquireRequest request;
     std::atomic<int> result{-1};
     std::thread t([&] { result = static_cast<int>(sub.wait_claimable(10s, &request, nullptr)); });
     std::shared_ptr<WaiterRegistry::Parked> claimed;
     const auto give_up = std::chrono::steady_clock::now() + 10s;
     while (!claimed && std::chrono::steady_clock::now() < give_up) {
-      claimed = registry.claim("n");
+      claimed = registry.claim(K("n"));
       if (!claimed) std::this_thread::sleep_for(1ms);
     }
     ASSERT_TRUE(claimed);
@@ -181,7 +184,7 @@ TEST(WaiterRegistry, AClaimableThreadIsGrantedOrWokenByTheResolution) {
 
 TEST(WaiterRegistry, AClaimedThreadWaitsPastItsTimeoutForTheResolution) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   AcquireRequest request;
   std::atomic<bool> returned{false};
   std::thread t([&] {
@@ -189,7 +192,7 @@ TEST(WaiterRegistry, AClaimedThreadWaitsPastItsTimeoutForTheResolution) {
     returned = true;
   });
   std::shared_ptr<WaiterRegistry::Parked> claimed;
-  while (!claimed && !returned) claimed = registry.claim("n");
+  while (!claimed && !returned) claimed = registry.claim(K("n"));
   if (!claimed) {
     t.join();
     FAIL() << "the thread timed out before it was claimed";
@@ -206,7 +209,7 @@ TEST(WaiterRegistry, AClaimedThreadWaitsPastItsTimeoutForTheResolution) {
 // one: past that it blocks, and a 300 ms resolution costs it no core.
 TEST(WaiterRegistry, AClaimedThreadWaitsAwakeOnlyBriefly) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   AcquireRequest request;
   const auto cpu_now = [] {
     timespec t{};
@@ -217,7 +220,7 @@ TEST(WaiterRegistry, AClaimedThreadWaitsAwakeOnlyBriefly) {
     std::shared_ptr<WaiterRegistry::Parked> claimed;
     const auto give_up = std::chrono::steady_clock::now() + 10s;
     while (!claimed && std::chrono::steady_clock::now() < give_up) {
-      claimed = registry.claim("n");
+      claimed = registry.claim(K("n"));
       if (!claimed) std::this_thread::sleep_for(1ms);
     }
     return claimed;
@@ -242,7 +245,7 @@ TEST(WaiterRegistry, AClaimedThreadWaitsAwakeOnlyBriefly) {
 
 TEST(WaiterRegistry, AnInterruptedThreadIsNotClaimedAndATimeoutEndsItsWait) {
   WaiterRegistry registry;
-  WaiterRegistry::Subscription sub(registry, "n");
+  WaiterRegistry::Subscription sub(registry, K("n"));
   AcquireRequest request;
   std::atomic<bool> interrupted{true};
   std::atomic<bool> done{false};
@@ -251,7 +254,7 @@ TEST(WaiterRegistry, AnInterruptedThreadIsNotClaimedAndATimeoutEndsItsWait) {
     done = true;
   });
   while (!done) {
-    EXPECT_EQ(registry.claim("n"), nullptr);
+    EXPECT_EQ(registry.claim(K("n")), nullptr);
     std::this_thread::sleep_for(5ms);
   }
   t.join();
@@ -260,13 +263,13 @@ TEST(WaiterRegistry, AnInterruptedThreadIsNotClaimedAndATimeoutEndsItsWait) {
 TEST(WaiterRegistry, NamesListSubscribedNamesOnly) {
   WaiterRegistry registry;
   {
-    WaiterRegistry::Subscription sub(registry, "x");
-    EXPECT_TRUE(registry.has("x"));
+    WaiterRegistry::Subscription sub(registry, K("x"));
+    EXPECT_TRUE(registry.has(K("x")));
     EXPECT_EQ(registry.names().size(), 1u);
   }
-  EXPECT_FALSE(registry.has("x"));
+  EXPECT_FALSE(registry.has(K("x")));
   EXPECT_TRUE(registry.empty());
-  registry.wake_one("x");  // nobody: nothing happens
+  registry.wake_one(K("x"));  // nobody: nothing happens
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Fast wake-up (Options::fast_wakeup): a waiter in another client or process
-// hears a release through the name's doorbell, long before its next poll,
-// and every way the doorbell can be missing or lost falls back to the poll
+// hears a release through the holding session's bell, long before its next
+// poll, and every way the bell can be missing or lost falls back to the poll
 // without ever letting two owners in.
 //
 // The poll interval here is long (60 s) wherever the test shows the doorbell
@@ -22,12 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "api/tools.hpp"
 #include "child_process.hpp"
-#include "core/client.hpp"
-#include "core/client_access.hpp"
 #include "sql/connection_pool.hpp"
-#include "wakeup/doorbell.hpp"
 #include "test_env.hpp"
+#include "wakeup/bell_watcher.hpp"
 
 namespace dlock {
 namespace {
@@ -49,13 +48,18 @@ Options wakeup_options() {
 
 // The session bell lock row `name` records ("" if none).
 std::string row_bell(const Options& o, const std::string& name) {
-  return test::query_scalar("SELECT bell FROM `" + o.table + "` WHERE lock_name = '" + name + "'");
+  return test::query_scalar("SELECT bell FROM `" + o.table + "` WHERE kind = 1 AND lock_name = '" + name + "'");
+}
+
+// A column of lock row `name`.
+std::string lock_column(const Options& o, const std::string& name, const std::string& column) {
+  return test::query_scalar("SELECT " + column + " FROM `" + o.table + "` WHERE kind = 1 AND lock_name = '" + name + "'");
 }
 
 // Server id of the session holding the bell lock row `name` records, or ""
 // if it records none or nobody holds it.
 std::string doorbell_holder(const Options& o, const std::string& name) {
-  return test::query_scalar("SELECT IS_USED_LOCK(bell) FROM `" + o.table + "` WHERE lock_name = '" + name + "'");
+  return lock_column(o, name, "IS_USED_LOCK(bell)");
 }
 
 // Server id of the session holding user-level lock `bell`, or "".
@@ -83,19 +87,20 @@ int sessions_of(const Options& o, bool only_doorbell_waits = false) {
       (only_doorbell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'" : "")));
 }
 
-// Hooks for a DoorbellWatcher of a test's own: counts rings, every key is
-// waited for, interrupts with KILL QUERY, and `ours` says which lock holds
-// are the test client's.
-details::DoorbellWatcher::Hooks counting_hooks(std::atomic<int>& rings,
-                                               std::function<bool(std::uint64_t)> ours = nullptr) {
-  return details::DoorbellWatcher::Hooks{
-      [&rings](const std::string&) { ++rings; },
-      [](const std::string&) { return true; },
+// Hooks for a BellWatcher of a test's own: counts rings, every key is
+// waited for, interrupts with KILL QUERY, and a lock waiter is blocked by
+// locks.
+details::BellWatcher::Hooks counting_hooks(std::atomic<int>& rings) {
+  return details::BellWatcher::Hooks{
+      [&rings](const details::NameKey&) { ++rings; },
+      [](const details::NameKey&) { return true; },
       [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
         if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
       },
-      std::move(ours)};
+      [](details::Kind kind) { return std::vector<details::Kind>{kind}; }};
 }
+
+details::NameKey lock_key(const std::string& name) { return details::NameKey(details::Kind::kLock, name); }
 
 // Waits (up to 30 s) for `name` on another thread; the future is true if it
 // got the lock, and only after `released` was set.
@@ -112,19 +117,6 @@ std::future<bool> acquire_after_release(DatabaseDistributedLock& client, const s
 #define SKIP_WHEN_FAST_WAKEUP_IS_OFF()                                                            \
   if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on"
 
-TEST(Doorbell, NameIsFixedLengthAndDependsOnDatabaseTableAndName) {
-  const std::string a = details::doorbell_name("db", "t", "name");
-  EXPECT_EQ(a.size(), 6u + 32u);
-  EXPECT_EQ(a.substr(0, 6), "dlock:");
-  EXPECT_EQ(a, details::doorbell_name("db", "t", "name"));
-  EXPECT_NE(a, details::doorbell_name("db", "t", "name2"));
-  EXPECT_NE(a, details::doorbell_name("db", "t2", "name"));
-  EXPECT_NE(a, details::doorbell_name("db2", "t", "name"));
-  // Lengths keep the parts apart: ("ab", "c") is not ("a", "bc").
-  EXPECT_NE(details::doorbell_name("ab", "c", "n"), details::doorbell_name("a", "bc", "n"));
-  EXPECT_EQ(details::doorbell_name("db", "t", std::string(255, '\xff')).size(), 38u);
-}
-
 TEST(FastWakeup, HolderRecordsItsSessionBellAndRingsOnlyForAMarkedRow) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
@@ -139,22 +131,21 @@ TEST(FastWakeup, HolderRecordsItsSessionBellAndRingsOnlyForAMarkedRow) {
   client.unlock("bell");
   EXPECT_EQ(row_bell(o, "bell"), bell);
   client.unlock("bell");  // nobody marked the row: freed quietly, nothing rings
-  EXPECT_EQ(test::query_scalar("SELECT is_locked FROM `" + o.table + "` WHERE lock_name = 'bell'"), "0");
+  EXPECT_EQ(lock_column(o, "bell", "expire_time > NOW(6)"), "0");
   EXPECT_EQ(row_bell(o, "bell"), bell) << "a release leaves the last hold's columns as they were";
   EXPECT_EQ(bell_holder(bell), session) << "an unmarked release rang";
   client.lock("bell");  // known row: the same session, the same bell
   EXPECT_EQ(row_bell(o, "bell"), bell);
   // A waiter elsewhere marks the row: the release rings, and the session
   // holds its next bell from then on.
-  test::execute_sql("UPDATE `" + o.table + "` SET waiters = 1 WHERE lock_name = 'bell'");
+  test::execute_sql("UPDATE `" + o.table + "` SET waiters = 1 WHERE kind = 1 AND lock_name = 'bell'");
   client.unlock("bell");
-  EXPECT_EQ(test::query_scalar("SELECT is_locked FROM `" + o.table + "` WHERE lock_name = 'bell'"), "0");
+  EXPECT_EQ(lock_column(o, "bell", "expire_time > NOW(6)"), "0");
   EXPECT_EQ(bell_holder(bell), "") << "the marked release did not ring";
   EXPECT_EQ(bell_holder(next_bell(bell)), session) << "the session was left without a bell";
   client.lock("bell");
   EXPECT_EQ(row_bell(o, "bell"), next_bell(bell));
-  EXPECT_EQ(test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'bell'"), "0")
-      << "a take must clear the mark";
+  EXPECT_EQ(lock_column(o, "bell", "waiters"), "0") << "a take must clear the mark";
   client.unlock("bell");
 }
 
@@ -309,8 +300,8 @@ TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
   auto waited_two = acquire_after_release(waiter, "two", released_two);
   ASSERT_TRUE(test::wait_until(
       [&] {
-        return test::query_scalar("SELECT SUM(waiters) FROM `" + o.table + "` WHERE lock_name IN ('one', 'two')") ==
-               "2";
+        return test::query_scalar("SELECT SUM(waiters) FROM `" + o.table +
+                                  "` WHERE kind = 1 AND lock_name IN ('one', 'two')") == "2";
       },
       15s))
       << "the waiters did not mark both rows";
@@ -490,7 +481,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   ASSERT_TRUE(test::wait_until([&] { return sessions_of(w, true) == 1; }, 15s)) << "the waiter is not on the bell";
   released = true;
   holder.unlock("later");  // does not wait for the session
-  EXPECT_EQ(test::query_scalar("SELECT is_locked FROM `" + o.table + "` WHERE lock_name = 'later'"), "0");
+  EXPECT_EQ(lock_column(o, "later", "expire_time > NOW(6)"), "0");
   EXPECT_EQ(bell_holder(bell), bell_session) << "rang before its session was returned";
   const auto returned_at = Clock::now();
   busy.reset();  // returned: the ring runs now
@@ -499,72 +490,60 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   EXPECT_EQ(bell_holder(bell), "");
 }
 
-// A doorbell connection nobody needs any more is closed after a while (60 s
-// in a client; 2 s here), and a fresh one is opened for the next wait. The
+// A bell connection nobody needs any more is closed after a while (60 s in
+// a client; 2 s here), and a fresh one is opened for the next wait. The
 // watcher signs in as an account of this test's own, so its sessions can be
 // counted.
-TEST(FastWakeup, IdleDoorbellConnectionIsClosedAndReopenedWhenNeeded) {
+TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
-  const Options o = fresh_options();
+  const Options o = wakeup_options();
   const Options watcher_options = as_private_account(o);
-  const details::LockTable table(o.table);
+  DatabaseDistributedLock holder(o);
+  const details::HoldRows rows(o.table, nullptr);
   std::atomic<int> rings{0};
-  const details::DoorbellWatcher::Hooks hooks = counting_hooks(rings);
-  details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 1,
-                                   spdlog::default_logger(), hooks, 2s);
-  // A key of the client's own (NUL first): watched through a per-name
-  // doorbell, which this test holds and gives back by hand.
-  const std::string key = std::string("\0tidle", 6);
-  const std::string bell = details::doorbell_name(o.database, o.table, key);
-  const auto holder = details::Connection::open(details::ConnectionSettings::from(o));
-  const auto run_on_holder = [&](const std::string& sql) {
-    auto& st = holder->prepared(sql);
-    st.setString(1, bell);
-    std::unique_ptr<sql::ResultSet> rs(st.executeQuery());
-  };
+  details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows, /*own_tag=*/0, 1, 1,
+                               spdlog::default_logger(), counting_hooks(rings), 2s);
   for (int round = 0; round < 2; ++round) {
-    run_on_holder("SELECT GET_LOCK(?, 0)");
+    holder.lock("idle");
     const int rung_before = rings.load();
-    watcher.arm(key);
+    watcher.arm(lock_key("idle"));
     ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
-        << "round " << round << ": no doorbell wait";
-    run_on_holder("SELECT RELEASE_LOCK(?)");
+        << "round " << round << ": no bell wait";
+    holder.unlock("idle");  // marked by the watcher: rings
     ASSERT_TRUE(test::wait_until([&] { return rings.load() > rung_before; }, 15s)) << "round " << round;
     ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options) == 0; }, 15s))
-        << "round " << round << ": the idle doorbell connection stayed open";
+        << "round " << round << ": the idle bell connection stayed open";
   }
 }
 
-// The watcher marks a lock row only for a hold of another client: a hold of
-// its own client is released here, which wakes the waiter locally, and a
-// mark would make that release ring (and hold back this client's takes)
-// for nobody.
+// The watcher marks a row only for a hold of another client: a hold of its
+// own client is released here, which wakes the waiter locally, and a mark
+// would make that release ring (and hold back this client's takes) for
+// nobody.
 TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   const Options watcher_options = as_private_account(o);
   DatabaseDistributedLock holder(o);
   holder.lock("watched");
-  const details::LockTable table(o.table);
+  const std::uint64_t holders_tag = details::ClientAccess::of(holder).hold_tag();
+  const details::HoldRows rows(o.table, nullptr);
   for (const bool ours : {true, false}) {
     std::atomic<int> rings{0};
-    const details::DoorbellWatcher::Hooks hooks = counting_hooks(rings, [ours](std::uint64_t) { return ours; });
-    details::DoorbellWatcher watcher(details::ConnectionSettings::from(watcher_options), table, o.database, 1, 4,
-                                     spdlog::default_logger(), hooks);
-    watcher.arm("watched");
-    const auto waiters = [&] {
-      return test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'watched'");
-    };
+    details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows,
+                                 ours ? holders_tag : holders_tag ^ 1, 1, 4, spdlog::default_logger(),
+                                 counting_hooks(rings));
+    watcher.arm(lock_key("watched"));
     if (ours) {
       ASSERT_TRUE(test::wait_until([&] { return rings.load() > 0; }, 15s)) << "the waiter was not woken";
-      EXPECT_EQ(waiters(), "0") << "marked a hold of its own client";
+      EXPECT_EQ(lock_column(o, "watched", "waiters"), "0") << "marked a hold of its own client";
       EXPECT_EQ(sessions_of(watcher_options, true), 0);
     } else {
       ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
           << "no wait on the holder's bell";
-      EXPECT_EQ(waiters(), "1");
+      EXPECT_EQ(lock_column(o, "watched", "waiters"), "1");
       EXPECT_EQ(rings.load(), 0);
-      watcher.disarm("watched");
+      watcher.disarm(lock_key("watched"));
     }
   }
   holder.unlock("watched");
@@ -572,24 +551,22 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
 
 // On a hot lock the hold id changes at every local handoff (a new hold,
 // same bell, mark kept), often between a waiter's read of the row and its
-// mark. The mark matches the bell the waiter will wait on, so it still
-// lands and the chain's last release rings. Here the `ours` hook, which
-// runs between the read and the mark, plays that handoff.
+// mark. The mark matches the live rows of the name that are not the
+// waiter's own client's, not a hold id, so it still lands and the chain's
+// last release rings.
 TEST(FastWakeup, TheMarkLandsOnAHoldALocalHandoffMadeAfterTheRead) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
   holder.lock("chain");
-  const details::LockTable table(o.table);
+  const details::HoldRows rows(o.table, nullptr);
   auto c = details::Connection::open(details::ConnectionSettings::from(o));
-  const auto handed_over = [&](std::uint64_t) {
-    test::execute_sql("UPDATE `" + o.table + "` SET hold_id = hold_id + 1, fence = fence + 1 WHERE lock_name = 'chain'");
-    return false;  // another client's hold
-  };
-  const auto ring = table.wait_for_release(*c, "chain", 1, handed_over);
-  EXPECT_EQ(ring, details::LockTable::Ring::kTimedOut) << "the waiter gave up on the live hold instead of waiting";
-  EXPECT_EQ(test::query_scalar("SELECT waiters FROM `" + o.table + "` WHERE lock_name = 'chain'"), "1")
-      << "the new hold was not marked: its release would not ring";
+  const auto seen = rows.watched(*c, {details::Kind::kLock}, "chain");
+  ASSERT_EQ(seen.size(), 1u);
+  test::execute_sql("UPDATE `" + o.table + "` SET hold_id = hold_id + 1, fence = fence + 1 WHERE kind = 1 AND"
+                    " lock_name = 'chain'");
+  EXPECT_EQ(rows.mark(*c, {details::Kind::kLock}, "chain", details::ClientAccess::of(holder).hold_tag() ^ 1), 1u);
+  EXPECT_EQ(lock_column(o, "chain", "waiters"), "1") << "the new hold was not marked: its release would not ring";
   holder.force_unlock("chain");  // its client still believes in the old hold id
 }
 

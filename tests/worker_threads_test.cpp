@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/worker_threads.hpp"
+#include "runtime/worker_threads.hpp"
 
 namespace dlock::details {
 namespace {

@@ -57,7 +57,9 @@
 //   * Per operation (Boost 1.77 or later, where Asio has cancellation slots;
 //     this header is compiled in your translation unit, so your Boost
 //     decides): emitting a cancellation signal bound to the handler does the
-//     same for that one operation.
+//     same for that one operation. The slot is connected before the
+//     operation starts and cleared when its handler runs; a signal emitted
+//     after the operation ended does nothing.
 //   * A cancelled operation holds nothing afterwards. An attempt already
 //     running in the database finishes first: if it acquired, the operation
 //     completes successfully (the cancellation came too late) and holds.
@@ -105,8 +107,8 @@ class AsyncCompletion {
   // Consumes the object: it is deleted before the handler runs (so nothing
   // of the caller's outlives the upcall here). Call as
   // `std::move(ptr).release()->complete(...)`-style: ownership ends here.
-  // `value`: nonzero when acquired: 1 for a lock; for a semaphore, the
-  // permit's id, which the completion turns into the handler's Permit (so a
+  // `value`: nonzero when acquired: for a semaphore, the permit's own
+  // owner, which the completion turns into the handler's Permit (so a
   // handler that never runs still releases it). Ignored by async_unlock.
   virtual void complete(std::exception_ptr error, std::uint64_t value) noexcept = 0;
   static void finish(std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error,
@@ -115,21 +117,26 @@ class AsyncCompletion {
   }
 };
 
-// Identifies a started operation for per-operation cancellation.
-struct AsyncOperationId {
-  DatabaseDistributedLock* client = nullptr;
-  std::uint64_t id = 0;  // 0: nothing to cancel (the operation has no wait)
-};
+// What a cancellation slot's handler holds: the library's view of one
+// operation, disconnected from the client when the operation ends, so a
+// cancellation emitted late (or after the client is gone) does nothing.
+struct CancellationState;
+DLOCK_API std::shared_ptr<CancellationState> make_cancellation_state();
+// Ends the operation's wait with Cancelled if it is still pending (or as
+// soon as it starts, if it has not yet). Any thread.
+DLOCK_API void cancel_async_operation(const std::shared_ptr<CancellationState>& state) noexcept;
 
 // The compiled entry points. lease: nullopt = watchdog mode; wait: nullopt =
-// forever, <= 0 = one attempt. They never throw (but std::bad_alloc): every
-// error goes to `completion`.
-DLOCK_API AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease,
-                                            std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion);
+// forever, <= 0 = one attempt. `cancel` (may be null): the state a
+// cancellation slot's handler holds. They never throw (but std::bad_alloc):
+// every error goes to `completion`.
+DLOCK_API void start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
+                                std::unique_ptr<AsyncCompletion> completion,
+                                std::shared_ptr<CancellationState> cancel);
 DLOCK_API void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion);
-DLOCK_API AsyncOperationId start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
-                                               std::optional<Millis> wait,
-                                               std::unique_ptr<AsyncCompletion> completion);
+DLOCK_API void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
+                                   std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion,
+                                   std::shared_ptr<CancellationState> cancel);
 
 // Makes the Permit a completed asynchronous acquire hands its handler.
 struct DLOCK_API PermitAccess {
@@ -143,9 +150,6 @@ enum class Result {
   kPermit,         // void(std::exception_ptr, Permit)
   kOptionalPermit  // void(std::exception_ptr, std::optional<Permit>)
 };
-// Ends the operation's wait with Cancelled if it is still pending.
-DLOCK_API void cancel_async_operation(AsyncOperationId operation) noexcept;
-
 // Wraps a completion handler: counts outstanding work on its executor
 // while pending and invokes it there, as Asio's own operations do (dispatch
 // through the executor, with the work tracked by the executor copy that
@@ -244,33 +248,32 @@ std::unique_ptr<AsyncCompletion> wrap_handler(Handler&& handler, std::optional<S
                                                                        std::move(semaphore));
 }
 
+// The handler's cancellation slot, connected to a new operation's state
+// before the operation starts (so nothing races with the operation's end,
+// which clears the slot), or null when the handler has no slot.
+template <class Handler>
+std::shared_ptr<CancellationState> connect_cancellation(const Handler& handler) {
 #if BOOST_VERSION >= 107700
-// Connects a started operation to the handler's cancellation slot.
-template <class Slot>
-void connect_cancellation(Slot& slot, AsyncOperationId id) {
-  if (slot.is_connected() && id.id != 0) {
-    slot.assign([id](boost::asio::cancellation_type type) {
-      if (type != boost::asio::cancellation_type::none) cancel_async_operation(id);
-    });
-  }
-}
+  auto slot = boost::asio::get_associated_cancellation_slot(handler);
+  if (!slot.is_connected()) return nullptr;
+  auto state = make_cancellation_state();
+  slot.assign([state](boost::asio::cancellation_type type) {
+    if (type != boost::asio::cancellation_type::none) cancel_async_operation(state);
+  });
+  return state;
+#else
+  (void)handler;
+  return nullptr;
 #endif
+}
 
 template <Result R>
 struct LockInitiation {
   template <class Handler>
   void operator()(Handler&& handler, const Lock* lock, std::optional<Millis> lease,
                   std::optional<Millis> wait) const {
-#if BOOST_VERSION >= 107700
-    // Read before the handler moves into its wrapper.
-    auto slot = boost::asio::get_associated_cancellation_slot(handler);
-#endif
-    const AsyncOperationId id = start_async_lock(*lock, lease, wait, wrap_handler<R>(std::move(handler)));
-#if BOOST_VERSION >= 107700
-    connect_cancellation(slot, id);
-#else
-    (void)id;
-#endif
+    auto cancel = connect_cancellation(handler);
+    start_async_lock(*lock, lease, wait, wrap_handler<R>(std::move(handler)), std::move(cancel));
   }
 };
 
@@ -279,16 +282,8 @@ struct AcquireInitiation {
   template <class Handler>
   void operator()(Handler&& handler, const Semaphore* semaphore, std::optional<Millis> lease,
                   std::optional<Millis> wait) const {
-#if BOOST_VERSION >= 107700
-    auto slot = boost::asio::get_associated_cancellation_slot(handler);
-#endif
-    const AsyncOperationId id =
-        start_async_acquire(*semaphore, lease, wait, wrap_handler<R>(std::move(handler), *semaphore));
-#if BOOST_VERSION >= 107700
-    connect_cancellation(slot, id);
-#else
-    (void)id;
-#endif
+    auto cancel = connect_cancellation(handler);
+    start_async_acquire(*semaphore, lease, wait, wrap_handler<R>(std::move(handler), *semaphore), std::move(cancel));
   }
 };
 

@@ -71,9 +71,9 @@
 namespace dlock {
 
 namespace details {
-class Client;
+class Engine;
 struct SemaphoreAccess;
-struct ClientAccess;  // the library's own tools (src/core/client_access.hpp)
+struct ClientAccess;  // the library's own tools (src/api/tools.hpp)
 struct AsyncAccess;   // the asynchronous entry points (src/api/async.cpp)
 }
 
@@ -81,7 +81,9 @@ class DLOCK_API DatabaseDistributedLock {
  public:
   // Validates `options` (std::invalid_argument on a bad field), connects,
   // and creates the table when `options.create_table`. Throws BackendError
-  // if the database cannot be reached within connect_timeout / io_timeout.
+  // if the database cannot be reached within connect_timeout / io_timeout,
+  // or when the table was made by another dlock version (the message names
+  // both; `dlock init` migrates an older one).
   explicit DatabaseDistributedLock(Options options);
   // Releases this client's remaining holds (best effort, one statement),
   // then stops the io thread and closes every connection. Never throws.
@@ -165,15 +167,13 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] Lock get_lock(std::string name, Owner owner);
   // A copyable handle on semaphore `name` with bound `permits` (see
   // <dlock/semaphore.hpp>). Throws std::invalid_argument (no SQL) for a bad
-  // name, a bound outside 1..100,000, or an Options::table over 60
-  // characters (the semaphore table is named "<table>_sem"). The handle
-  // must not outlive this client.
+  // name or a bound outside 1..100,000. The handle must not outlive this
+  // client.
   [[nodiscard]] Semaphore get_semaphore(std::string name, std::uint32_t permits);
   // A copyable handle on read-write lock `name` (see
   // <dlock/read_write_lock.hpp>) acting for whichever thread calls it.
-  // Throws std::invalid_argument (no SQL) for a bad name or an
-  // Options::table over 60 characters (its tables are "<table>_rw" and
-  // "<table>_rwr"). The handle must not outlive this client.
+  // Throws std::invalid_argument (no SQL) for a bad name. The handle must
+  // not outlive this client.
   [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name);
   // The same, both sides acting for `owner` from any thread.
   [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name, Owner owner);
@@ -204,7 +204,7 @@ class DLOCK_API DatabaseDistributedLock {
   bool is_locked_side(std::string_view name, Side side);
   std::optional<Millis> remaining_ttl_side(std::string_view name, Side side);
 
-  std::unique_ptr<details::Client> client_;
+  std::unique_ptr<details::Engine> client_;
 };
 
 }  // namespace dlock

@@ -2,35 +2,63 @@
 // wrap the caller's handler in an AsyncCompletion and call these. The
 // calling thread's owner is resolved here, in the initiating call; errors,
 // bad input included, go to the completion, from a worker thread.
-#include "core/async_acquire.hpp"
-#include "core/client.hpp"
-#include "core/thread_identity.hpp"
-#include "core/worker_threads.hpp"
+#include <mutex>
+
+#include "api/sides.hpp"
+#include "base/identity.hpp"
 #include "dlock/asio.hpp"
+#include "engine/async_acquire.hpp"
+#include "engine/engine.hpp"
+#include "runtime/worker_threads.hpp"
 
-namespace dlock::details {
+namespace dlock {
 
+namespace details {
 struct AsyncAccess {
-  static DatabaseDistributedLock* handle_client(const Lock& lock) { return lock.client_; }
-  static Client& client(DatabaseDistributedLock* lock) { return *lock->client_; }
-  static const std::string& name(const Lock& lock) { return lock.name_; }
-  static DatabaseDistributedLock* handle_client(const Semaphore& semaphore) { return semaphore.client_; }
+  static Engine& engine(const Lock& lock) { return *lock.client_->client_; }
+  static Engine& engine(const Semaphore& semaphore) { return *semaphore.client_->client_; }
+  static NameKeyView key(const Lock& lock) { return key_of(lock.side_, lock.name_); }
   static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
   static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
-  static LockSide side(const Lock& lock) { return lock.side_; }
-  static std::uint64_t owner(const Lock& lock) {
-    return lock.owner_ != 0 ? lock.owner_ : current_thread_id();
-  }
+  static std::uint64_t owner(const Lock& lock) { return lock.owner_ != 0 ? lock.owner_ : current_thread_id(); }
+};
+}  // namespace details
+
+namespace asio_impl {
+
+using details::AcquireRequest;
+using details::AsyncAccess;
+using details::AsyncAcquire;
+using details::Engine;
+
+// A cancellation slot's view of one operation. The operation's end sets
+// `done` (under the mutex) before its completion runs, and the engine
+// outlives every operation, so a cancellation that finds `done` false may
+// reach the engine, and one that finds it true touches nothing.
+struct CancellationState {
+  std::mutex mutex;
+  Engine* engine = nullptr;  // set once the operation has an id
+  std::uint64_t id = 0;
+  bool requested = false;  // cancelled before the operation had an id
+  bool done = false;
 };
 
-}  // namespace dlock::details
+std::shared_ptr<CancellationState> make_cancellation_state() { return std::make_shared<CancellationState>(); }
 
-namespace dlock::asio_impl {
-
-using details::AsyncAccess;
-using details::AcquireRequest;
-using details::AsyncAcquire;
-using details::Client;
+void cancel_async_operation(const std::shared_ptr<CancellationState>& state) noexcept {
+  if (!state) return;
+  try {
+    std::lock_guard<std::mutex> guard(state->mutex);
+    if (state->done) return;
+    if (state->engine == nullptr) {
+      state->requested = true;
+      return;
+    }
+    state->engine->async().cancel_one(state->id);
+  } catch (...) {
+    // cancel_one allocates; on failure the wait simply goes on.
+  }
+}
 
 namespace {
 
@@ -39,8 +67,8 @@ std::exception_ptr shutting_down() {
 }
 
 // Delivers `error` from a worker thread (never inside the initiating call).
-void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error) {
-  client.async().post([completion = std::move(completion), error](bool run) mutable {
+void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error) {
+  engine.async().post([completion = std::move(completion), error](bool run) mutable {
     AsyncCompletion::finish(std::move(completion), run ? error : shutting_down(), 0);
   });
 }
@@ -48,42 +76,59 @@ void fail_later(Client& client, std::unique_ptr<AsyncCompletion> completion, std
 // Validates and fixes the request now (`make` throws std::invalid_argument
 // for bad input, delivered through the completion), then starts it.
 template <class MakeRequest>
-AsyncOperationId start_acquire(DatabaseDistributedLock* handle, std::unique_ptr<AsyncCompletion> completion,
-                               MakeRequest&& make) {
-  Client& client = AsyncAccess::client(handle);
+void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
+                   std::shared_ptr<CancellationState> cancel, MakeRequest&& make) {
   AcquireRequest request;
   try {
-    request = make(client);
+    request = make();
   } catch (...) {
-    fail_later(client, std::move(completion), std::current_exception());
-    return {};
+    if (cancel) {
+      std::lock_guard<std::mutex> guard(cancel->mutex);
+      cancel->done = true;
+    }
+    fail_later(engine, std::move(completion), std::current_exception());
+    return;
   }
-  return {handle, AsyncAcquire::start(client, std::move(request), std::move(completion))};
+  std::function<void()> on_end;
+  if (cancel) {
+    on_end = [cancel] {
+      std::lock_guard<std::mutex> guard(cancel->mutex);
+      cancel->done = true;
+    };
+  }
+  const std::uint64_t id = AsyncAcquire::start(engine, std::move(request), std::move(completion), std::move(on_end));
+  if (!cancel || id == 0) return;
+  std::lock_guard<std::mutex> guard(cancel->mutex);
+  if (cancel->done) return;
+  cancel->engine = &engine;
+  cancel->id = id;
+  if (cancel->requested) engine.async().cancel_one(id);
 }
 
 }  // namespace
 
-AsyncOperationId start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
-                                  std::unique_ptr<AsyncCompletion> completion) {
-  return start_acquire(AsyncAccess::handle_client(lock), std::move(completion), [&](Client& client) {
-    return client.make_request(AsyncAccess::name(lock), AsyncAccess::owner(lock), lease, wait,
-                               AsyncAccess::side(lock));
+void start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
+                      std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
+  Engine& engine = AsyncAccess::engine(lock);
+  start_acquire(engine, std::move(completion), std::move(cancel), [&] {
+    return engine.make_request(AsyncAccess::key(lock), AsyncAccess::owner(lock), lease, wait);
   });
 }
 
 void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
-  Client& client = AsyncAccess::client(AsyncAccess::handle_client(lock));
-  auto job = [&client, name = AsyncAccess::name(lock), owner = AsyncAccess::owner(lock),
-              side = AsyncAccess::side(lock), completion = std::move(completion)](bool run) mutable {
+  Engine& engine = AsyncAccess::engine(lock);
+  const details::NameKeyView key = AsyncAccess::key(lock);
+  auto job = [&engine, key = details::NameKey(key), owner = AsyncAccess::owner(lock),
+              completion = std::move(completion)](bool run) mutable {
     std::exception_ptr error = run ? nullptr : shutting_down();
     if (run) {
-      // An asynchronous waiter this release hands the lock to is completed
+      // An asynchronous waiter this release hands the hold to is completed
       // here, on this worker, before the unlock is: no other worker is woken
       // for it, and the handoff is what someone has been waiting for.
       details::WorkerThreads::Deferring handoff_first;
       try {
-        const Client::WarmestConnection warmest;
-        client.release(name, owner, side);
+        const Engine::WarmestConnection warmest;
+        engine.release(key, owner);
       } catch (...) {
         error = std::current_exception();
       }
@@ -91,23 +136,18 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
     }
     AsyncCompletion::finish(std::move(completion), std::move(error), 0);
   };
-  client.async().post(std::move(job));
+  engine.async().post(std::move(job));
 }
 
-AsyncOperationId start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
-                                     std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion) {
-  return start_acquire(AsyncAccess::handle_client(semaphore), std::move(completion), [&](Client& client) {
-    return client.make_permit_request(AsyncAccess::name(semaphore), AsyncAccess::permits(semaphore), lease, wait);
+void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease, std::optional<Millis> wait,
+                         std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
+  Engine& engine = AsyncAccess::engine(semaphore);
+  start_acquire(engine, std::move(completion), std::move(cancel), [&] {
+    if (AsyncAccess::permits(semaphore) == 0) throw std::invalid_argument("dlock: a semaphore's permits must be 1..100000");
+    return engine.make_request(details::NameKeyView{details::Kind::kSemaphore, AsyncAccess::name(semaphore)},
+                               details::new_owner_id(), lease, wait, AsyncAccess::permits(semaphore));
   });
 }
 
-void cancel_async_operation(AsyncOperationId operation) noexcept {
-  if (operation.client == nullptr || operation.id == 0) return;
-  try {
-    AsyncAccess::client(operation.client).async().cancel_one(operation.id);
-  } catch (...) {
-    // cancel_one allocates; on failure the wait simply goes on.
-  }
-}
-
-}  // namespace dlock::asio_impl
+}  // namespace asio_impl
+}  // namespace dlock

@@ -1,24 +1,37 @@
-// DatabaseDistributedLock: the public face of details::Client. The calling
-// thread's owner is resolved here, at the surface; everything below acts for
-// an explicit owner id.
+// DatabaseDistributedLock: the public face of the engine, and the place
+// that puts it together (the kinds of hold it runs). The calling thread's
+// owner is resolved here, at the surface; everything below acts for an
+// explicit owner id.
 #include "dlock/distributed_lock.hpp"
 
-#include "core/client.hpp"
-#include "core/thread_identity.hpp"
-#include "api/validation.hpp"
+#include "api/sides.hpp"
+#include "base/identity.hpp"
+#include "base/validation.hpp"
+#include "engine/engine.hpp"
+#include "kinds/kinds.hpp"
 
 namespace dlock {
 
 namespace {
 // A handle's owner id; 0 means "the calling thread".
 std::uint64_t resolve(std::uint64_t owner) { return owner != 0 ? owner : details::current_thread_id(); }
+
+std::unique_ptr<details::Engine> make_engine(Options options) {
+  auto engine = std::make_unique<details::Engine>(std::move(options));
+  engine->add_kind(details::make_lock_kind(engine->rows()));
+  engine->add_kind(details::make_semaphore_kind(engine->rows()));
+  auto rw = details::make_read_write_kinds(engine->rows());
+  engine->add_kind(std::move(rw.write));
+  engine->add_kind(std::move(rw.read));
+  engine->start();
+  return engine;
+}
 }  // namespace
 
 Owner Owner::this_thread() noexcept { return Owner(details::current_thread_id()); }
 Owner Owner::create() noexcept { return Owner(details::new_owner_id()); }
 
-DatabaseDistributedLock::DatabaseDistributedLock(Options options)
-    : client_(std::make_unique<details::Client>(std::move(options))) {}
+DatabaseDistributedLock::DatabaseDistributedLock(Options options) : client_(make_engine(std::move(options))) {}
 
 DatabaseDistributedLock::~DatabaseDistributedLock() = default;
 
@@ -66,13 +79,11 @@ Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
 
 ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name) {
   details::validate_name(name);
-  client_->validate_rw();
   return ReadWriteLock(this, std::move(name), 0);
 }
 
 ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name, Owner owner) {
   details::validate_name(name);
-  client_->validate_rw();
   return ReadWriteLock(this, std::move(name), owner.id());
 }
 
@@ -82,35 +93,38 @@ const std::string& DatabaseDistributedLock::machine_id() const noexcept { return
 
 bool DatabaseDistributedLock::acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                                           std::optional<Millis> wait, Side side) {
-  return client_->acquire(name, resolve(owner), lease, wait, nullptr, side);
+  const details::AcquireRequest request =
+      client_->make_request(details::key_of(side, name), resolve(owner), lease, wait);
+  return client_->drive(request).next == details::AcquireStep::Next::kAcquired;
 }
 
 void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner, Side side) {
-  client_->release(name, resolve(owner), side);
+  client_->release(details::key_of(side, name), resolve(owner));
 }
 
 bool DatabaseDistributedLock::is_held_by(std::string_view name, std::uint64_t owner, Side side) {
-  return client_->is_held_by(name, resolve(owner), side);
+  return client_->confirmed_hold(details::key_of(side, name), resolve(owner)).has_value();
 }
 
 int DatabaseDistributedLock::hold_count_for(std::string_view name, std::uint64_t owner, Side side) {
-  return client_->hold_count(name, resolve(owner), side);
+  const auto hold = client_->confirmed_hold(details::key_of(side, name), resolve(owner));
+  return hold ? static_cast<int>(hold->count) : 0;
 }
 
 std::uint64_t DatabaseDistributedLock::fencing_token_for(std::string_view name, std::uint64_t owner, Side side) {
-  return client_->fencing_token(name, resolve(owner), side);
+  return client_->fencing_token(details::key_of(side, name), resolve(owner));
 }
 
 bool DatabaseDistributedLock::force_unlock_side(std::string_view name, Side side) {
-  return client_->force_release(name, side);
+  return client_->force_release(details::key_of(side, name)) > 0;
 }
 
 bool DatabaseDistributedLock::is_locked_side(std::string_view name, Side side) {
-  return client_->is_locked(name, side);
+  return client_->is_locked(details::key_of(side, name));
 }
 
 std::optional<Millis> DatabaseDistributedLock::remaining_ttl_side(std::string_view name, Side side) {
-  return client_->remaining_ttl(name, side);
+  return client_->remaining_ttl(details::key_of(side, name));
 }
 
 }  // namespace dlock

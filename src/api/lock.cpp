@@ -1,4 +1,4 @@
-// Lock: a (client, name[, owner]) triple forwarding to DatabaseDistributedLock.
+// Lock: a (client, name[, owner], side) forwarding to DatabaseDistributedLock.
 #include "dlock/lock.hpp"
 
 #include "dlock/distributed_lock.hpp"

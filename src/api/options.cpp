@@ -10,7 +10,7 @@
 
 #include "dlock/options.hpp"
 
-#include "api/validation.hpp"
+#include "base/validation.hpp"
 
 namespace dlock {
 

@@ -1,27 +1,37 @@
-// Semaphore and Permit: handles forwarding to the client's semaphore half
-// (core/client_semaphore.cpp).
+// Semaphore and Permit: handles on the engine's semaphore kind. A permit is
+// a hold of an owner of its own (made for each acquire), so it can be
+// released from any thread.
 #include "dlock/semaphore.hpp"
 
 #include <utility>
 
-#include "api/validation.hpp"
-#include "core/client.hpp"
+#include "base/identity.hpp"
+#include "base/validation.hpp"
 #include "dlock/asio.hpp"
 #include "dlock/distributed_lock.hpp"
+#include "engine/engine.hpp"
 
 namespace dlock {
 
 namespace details {
 struct SemaphoreAccess {
-  static Client& client(DatabaseDistributedLock* lock) { return *lock->client_; }
+  static Engine& engine(DatabaseDistributedLock* lock) { return *lock->client_; }
 };
 }  // namespace details
 
 using details::SemaphoreAccess;
 
+namespace {
+constexpr std::uint32_t kMaxPermits = 100'000;
+details::NameKeyView key(const std::string& name) { return details::NameKeyView{details::Kind::kSemaphore, name}; }
+}  // namespace
+
 Semaphore DatabaseDistributedLock::get_semaphore(std::string name, std::uint32_t permits) {
   details::validate_name(name);
-  client_->validate_semaphore(permits);
+  if (permits == 0 || permits > kMaxPermits) {
+    throw std::invalid_argument("dlock: a semaphore's permits must be 1.." + std::to_string(kMaxPermits) + ", not " +
+                                std::to_string(permits));
+  }
   return Semaphore(this, std::move(name), permits);
 }
 
@@ -46,9 +56,9 @@ Permit& Permit::operator=(Permit&& other) noexcept {
 
 void Permit::read_slot() {
   if (fence_ != 0 || id_ == 0 || client_ == nullptr) return;
-  if (const auto row = SemaphoreAccess::client(client_).permit_row(id_)) {
-    slot_ = row->slot;
-    fence_ = row->fence;
+  if (const auto hold = SemaphoreAccess::engine(client_).confirmed_hold(key(name_), id_)) {
+    slot_ = static_cast<std::uint32_t>(hold->slot);
+    fence_ = hold->fence;
   }
 }
 
@@ -66,17 +76,22 @@ Permit::~Permit() { release(); }
 
 void Permit::release() noexcept {
   if (id_ == 0 || client_ == nullptr) return;
-  const std::uint64_t id = std::exchange(id_, 0);
+  const std::uint64_t owner = std::exchange(id_, 0);
   slot_ = 0;
   fence_ = 0;
-  SemaphoreAccess::client(client_).release_permit(name_, id);
+  try {
+    SemaphoreAccess::engine(client_).release(key(name_), owner);
+  } catch (...) {
+    // Database trouble is logged there (the lease will end); nothing else
+    // can be wrong with a permit this handle held.
+  }
 }
 
 std::optional<Permit> Semaphore::acquire_for(std::optional<Millis> lease, std::optional<Millis> wait) {
-  details::Client& client = SemaphoreAccess::client(client_);
-  const details::AcquireStep step = client.drive(client.make_permit_request(name_, permits_, lease, wait));
-  if (step.next != details::AcquireStep::Next::kAcquired) return std::nullopt;
-  return Permit(client_, name_, step.permit);
+  details::Engine& engine = SemaphoreAccess::engine(client_);
+  const details::AcquireRequest request = engine.make_request(key(name_), details::new_owner_id(), lease, wait, permits_);
+  if (engine.drive(request).next != details::AcquireStep::Next::kAcquired) return std::nullopt;
+  return Permit(client_, name_, request.owner);
 }
 
 Permit Semaphore::acquire() { return std::move(*acquire_for(std::nullopt, std::nullopt)); }
@@ -86,8 +101,12 @@ std::optional<Permit> Semaphore::try_acquire(Millis wait) { return acquire_for(s
 std::optional<Permit> Semaphore::try_acquire(Millis wait, Millis lease) { return acquire_for(lease, wait); }
 
 std::uint32_t Semaphore::available_permits() {
-  const std::uint32_t live = SemaphoreAccess::client(client_).live_permits(name_);
-  return live >= permits_ ? 0 : permits_ - live;
+  details::Engine& engine = SemaphoreAccess::engine(client_);
+  details::CallBudget budget(engine.options().io_timeout);
+  const std::size_t live = engine.read([&](details::Connection& c) {
+    return engine.rows().count_live(c, details::Kind::kSemaphore, name_);
+  });
+  return live >= permits_ ? 0 : permits_ - static_cast<std::uint32_t>(live);
 }
 
 namespace asio_impl {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 namespace dlock::details {
 
@@ -76,6 +77,7 @@ bool is_connection_error(int code) {
     case 1927:  // ER_CONNECTION_KILLED (MariaDB)
     case 4031:  // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
     case mysql_error::kWsrepNotReady:  // ER_UNKNOWN_COM_ERROR: Galera node not in the primary component
+    case mysql_error::kReadOnly:       // a read-only server (a replica) takes no lock
       return true;
     default:
       // 2000..2999 are client-library errors: can't connect, server gone,
@@ -206,6 +208,35 @@ void Connection::execute_plain(const std::string& sql) {
 sql::Connection& Connection::raw_for_session_change() {
   session_dirty_ = true;
   return *connection_;
+}
+
+void settle_lost_session(Connection& c, SessionAddress lost) {
+  if (lost.server_id == 0 || c.server_index() != lost.server_index || lost.server_id == c.server_id()) return;
+  try {
+    auto& find = c.prepared("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
+                            "SUBSTRING_INDEX(CURRENT_USER(), '@', 1)");
+    const auto present = [&] {
+      find.setUInt64(1, lost.server_id);
+      std::unique_ptr<sql::ResultSet> rs(find.executeQuery());
+      return rs->next() && rs->getInt(1) > 0;
+    };
+    if (!present()) return;
+    try {
+      c.execute_plain("KILL CONNECTION " + std::to_string(lost.server_id));
+    } catch (const sql::SQLException& e) {
+      if (e.getErrorCode() != mysql_error::kUnknownThread) throw;
+      return;  // ended meanwhile
+    }
+    // A killed statement rolls back before its session goes.
+    for (int pause_ms = 1; present(); pause_ms = std::min(pause_ms * 2, 50)) {
+      if (!CallBudget::allows(std::chrono::milliseconds(pause_ms)))
+        throw BackendError("dlock: the session of a statement whose outcome is unknown did not end in time", 0, "");
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    }
+  } catch (const sql::SQLException& e) {
+    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) c.mark_broken();
+    throw to_backend_error(e, "ending the session of a statement whose outcome is unknown");
+  }
 }
 
 bool Connection::ping() {

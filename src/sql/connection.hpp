@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "containers/string_map.hpp"
+#include "base/string_map.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/options.hpp"
 #include "sql/server_choice.hpp"
@@ -73,12 +73,16 @@ inline constexpr int kDeadlock = 1213;
 inline constexpr int kQueryInterrupted = 1317;
 inline constexpr int kUnknownThread = 1094;
 inline constexpr int kWsrepNotReady = 1047;
+inline constexpr int kReadOnly = 1290;  // ER_OPTION_PREVENTS_STATEMENT: read_only / super_read_only
+inline constexpr int kDuplicateKey = 1062;
+inline constexpr int kNoSuchTable = 1146;
 }  // namespace mysql_error
 
 // True for errors that mean the connection is gone (or never came up), or
 // that its server cannot serve it now (a Galera node out of the primary
-// component: 1047): the statement's outcome is unknown and the connection
-// must not be reused.
+// component: 1047; a read-only server: 1290): the statement's outcome is
+// unknown and the connection must not be reused. At connect, such a server
+// is passed over for the next one of the list.
 bool is_connection_error(int code);
 // True for errors after which the statement was rolled back and may be run
 // again as it is (deadlock or Galera certification conflict, lock wait
@@ -87,13 +91,28 @@ bool is_retryable(int code);
 // Converts a Connector/C++ exception; `context` says what was being done.
 BackendError to_backend_error(const sql::SQLException& e, const std::string& context);
 
+// A session on one server of the client's list (Connection::server_id and
+// Connection::server_index): connection ids are unique on one server only.
+struct SessionAddress {
+  std::uint64_t server_id = 0;
+  std::size_t server_index = 0;
+};
+
 // The connection died while a statement was in flight: it may or may not
-// have been applied. Callers reconcile by reading the row on another
-// connection, never by running the statement again blindly.
+// have been applied, and on the server it may even still be running.
+// Callers settle the session (settle_lost_session) and then reconcile by
+// reading on another connection, never by running the statement again
+// blindly.
 class OutcomeUnknown : public BackendError {
  public:
-  explicit OutcomeUnknown(const BackendError& cause) : BackendError(cause) {}
+  OutcomeUnknown(const BackendError& cause, SessionAddress session) : BackendError(cause), session_(session) {}
+  // The server session the statement was sent on.
+  SessionAddress session() const { return session_; }
+
+ private:
+  SessionAddress session_;
 };
+
 
 class Connection {
  public:
@@ -167,5 +186,13 @@ class Connection {
   bool session_dirty_ = false;
   std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();
 };
+
+// Makes sure a statement sent on `lost` can no longer land: kills that
+// session (only if it is this account's, on `c`'s server) and waits until
+// the server has let it go, within the calling thread's CallBudget. After
+// it, a read on `c` shows the statement's final outcome. Nothing to do for
+// a session on another server (its statement lands or not with that
+// server) or one already gone. Throws BackendError.
+void settle_lost_session(Connection& c, SessionAddress lost);
 
 }  // namespace dlock::details

@@ -110,32 +110,46 @@ PooledConnection ConnectionPool::open_new() {
   return hand_out(std::move(fresh));
 }
 
+std::unique_ptr<Connection> ConnectionPool::take_idle_session(std::uint64_t session_key) {
+  auto it = std::find_if(idle_.begin(), idle_.end(),
+                         [&](const std::unique_ptr<Connection>& c) { return c->session_key() == session_key; });
+  if (it == idle_.end()) return nullptr;
+  std::unique_ptr<Connection> found = std::move(*it);
+  idle_.erase(it);
+  // In use from the moment it leaves the idle list, under the same lock: a
+  // run_when_idle() for it then queues its job instead of finding the
+  // session neither idle nor in use and dropping the job.
+  in_use_.push_back(session_key);
+  return found;
+}
+
 std::optional<PooledConnection> ConnectionPool::try_acquire_session(std::uint64_t session_key) {
   std::unique_ptr<Connection> found;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    auto it = std::find_if(idle_.begin(), idle_.end(),
-                           [&](const std::unique_ptr<Connection>& c) { return c->session_key() == session_key; });
-    if (it == idle_.end()) return std::nullopt;
-    found = std::move(*it);
-    idle_.erase(it);
+    found = take_idle_session(session_key);
   }
+  if (!found) return std::nullopt;
   // No ping: a dead session holds nothing any more, and the statement run on
   // it reports the loss like any other.
-  std::optional<PooledConnection> out;
-  out.emplace(hand_out(std::move(found)));
-  return out;
+  return PooledConnection(this, std::move(found));
 }
 
 void ConnectionPool::run_when_idle(std::uint64_t session_key, std::function<void(Connection&)> job) {
+  std::unique_ptr<Connection> found;
   {
+    // One lock for the look and the take: in use, the job waits for the
+    // return; idle, it is taken here; neither, the session is gone.
     std::lock_guard<std::mutex> guard(mutex_);
     if (std::find(in_use_.begin(), in_use_.end(), session_key) != in_use_.end()) {
       on_return_[session_key].push_back(std::move(job));
       return;
     }
+    found = take_idle_session(session_key);
   }
-  if (auto c = try_acquire_session(session_key)) job(**c);
+  if (!found) return;
+  PooledConnection c(this, std::move(found));
+  job(*c);
 }
 
 PooledConnection ConnectionPool::hand_out(std::unique_ptr<Connection> connection) {

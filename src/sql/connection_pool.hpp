@@ -100,6 +100,9 @@ class ConnectionPool {
   void give_back(std::unique_ptr<Connection> connection);
   PooledConnection hand_out(std::unique_ptr<Connection> connection);
   void forget_in_use(std::uint64_t session_key);  // under mutex_
+  // Under mutex_: the idle connection of `session_key`, now in use; null if
+  // it is not idle.
+  std::unique_ptr<Connection> take_idle_session(std::uint64_t session_key);
   PooledConnection open_new();
 
   const ConnectionSettings settings_;

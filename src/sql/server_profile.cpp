@@ -11,25 +11,35 @@
 
 namespace dlock::details {
 
-namespace {
-
-// The Value column of a one-row SHOW ... LIKE, or "" if the server has no
-// such variable (MySQL and MariaDB without wsrep have no wsrep_on).
-std::string show_value(sql::Statement& st, const char* query) {
-  std::unique_ptr<sql::ResultSet> rs(st.executeQuery(query));
-  return rs->next() ? std::string(rs->getString(2)) : std::string();
-}
-
-}  // namespace
-
 ServerProfile ServerProfile::detect(sql::Connection& connection) {
   std::unique_ptr<sql::Statement> st(connection.createStatement());
   ServerProfile profile;
-  profile.galera = show_value(*st, "SHOW VARIABLES LIKE 'wsrep\\_on'") == "ON";
-  if (profile.galera && show_value(*st, "SHOW STATUS LIKE 'wsrep\\_ready'") != "ON") {
-    throw BackendError("the Galera node is not ready for clients (wsrep_ready is OFF: it is not synced "
-                       "into the cluster's primary component)",
-                       mysql_error::kWsrepNotReady, "08S01");
+  bool read_only = false;
+  {
+    // One statement for all three (MariaDB has no super_read_only, and
+    // a server without Galera no wsrep_on: absent means off).
+    std::unique_ptr<sql::ResultSet> rs(st->executeQuery(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_on', 'read_only', 'super_read_only')"));
+    while (rs->next()) {
+      const std::string name = rs->getString(1);
+      const bool on = rs->getString(2) == "ON";
+      if (name == "wsrep_on") profile.galera = on;
+      if (name != "wsrep_on" && on) read_only = true;
+    }
+  }
+  // A replica in the server list is refused like an unreachable server, so
+  // a client with failover servers moves on instead of failing every write.
+  if (read_only) {
+    throw BackendError("the server is read-only (read_only or super_read_only is ON: a replica?)",
+                       mysql_error::kReadOnly, "HY000");
+  }
+  if (profile.galera) {
+    std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SHOW STATUS LIKE 'wsrep\\_ready'"));
+    if (!rs->next() || rs->getString(2) != "ON") {
+      throw BackendError("the Galera node is not ready for clients (wsrep_ready is OFF: it is not synced "
+                         "into the cluster's primary component)",
+                         mysql_error::kWsrepNotReady, "08S01");
+    }
   }
   return profile;
 }

@@ -22,11 +22,11 @@ struct ServerProfile {
   bool galera = false;
 
   // Finds out what `connection` talks to (one SHOW statement, two on a
-  // Galera node). Throws BackendError (code 1047) for a Galera node that is
-  // not ready for clients (not synced into the primary component): a
-  // connection to it would fail its first statement anyway, and a client
-  // with failover servers moves on to the next one. Throws
-  // sql::SQLException for a failing statement.
+  // Galera node). Throws BackendError for a server that cannot take locks:
+  // code 1290 for a read-only one (read_only or super_read_only ON, such as
+  // a replica), 1047 for a Galera node not ready for clients (not synced
+  // into the primary component). A client with failover servers then moves
+  // on to the next one. Throws sql::SQLException for a failing statement.
   static ServerProfile detect(sql::Connection& connection);
 
   // Extra assignments for the session's SET statement ("" if none). On

@@ -86,7 +86,7 @@ auto run_statement(Connection& c, const std::shared_ptr<spdlog::logger>& logger,
       // statement): as unknown as a lost connection.
       if (code == 0 || is_connection_error(code)) {
         c.mark_broken();
-        throw OutcomeUnknown(to_backend_error(e, what));
+        throw OutcomeUnknown(to_backend_error(e, what), SessionAddress{c.server_id(), c.server_index()});
       }
       undo();
       const auto pause = std::chrono::microseconds(200 * std::min(attempt, kMaxAttempts) + jitter() % 1000);

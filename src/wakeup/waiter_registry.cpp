@@ -4,10 +4,10 @@
 
 namespace dlock::details {
 
-WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, std::string name)
-    : registry_(registry), name_(std::move(name)) {
+WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, NameKey key)
+    : registry_(registry), key_(std::move(key)) {
   std::lock_guard<std::mutex> guard(registry_.mutex_);
-  auto& slot = registry_.entries_[name_];
+  auto& slot = registry_.entries_[key_];
   if (!slot) slot = std::make_shared<Entry>();
   registry_.entry_count_.store(registry_.entries_.size());
   entry_ = slot;
@@ -29,7 +29,7 @@ void WaiterRegistry::Subscription::unsubscribe() {
     last = entry_->subscribers == 0;
   }
   if (last) {
-    registry_.entries_.erase(name_);
+    registry_.entries_.erase(key_);
     registry_.entry_count_.store(registry_.entries_.size());
   }
 }
@@ -58,7 +58,7 @@ constexpr std::chrono::microseconds kAwakeAtMost{1000};
 class BlockedThread final : public WaiterRegistry::Parked {
  public:
   using Clock = std::chrono::steady_clock;
-  BlockedThread(const AcquireRequest* request, const std::atomic<bool>* interrupted,
+  BlockedThread(const void* request, const std::atomic<bool>* interrupted,
                 std::atomic<std::int64_t>& resolution_us)
       : request_(request), interrupted_(interrupted), resolution_us_(resolution_us) {}
   void wake() override {
@@ -75,7 +75,7 @@ class BlockedThread final : public WaiterRegistry::Parked {
     }
     cv_.notify_one();
   }
-  const AcquireRequest* handoff_request() const override {
+  const void* handoff_request() const override {
     return interrupted_ != nullptr && interrupted_->load() ? nullptr : request_;
   }
   // Until woken, claimed or `timeout`: false on the timeout.
@@ -113,7 +113,7 @@ class BlockedThread final : public WaiterRegistry::Parked {
     resolution_us_.store(was == 0 ? us : was + (us - was) / 8, std::memory_order_relaxed);
   }
 
-  const AcquireRequest* const request_;
+  const void* const request_;
   const std::atomic<bool>* const interrupted_;
   std::atomic<std::int64_t>& resolution_us_;  // the registry's
   std::mutex mutex_;
@@ -127,7 +127,7 @@ class BlockedThread final : public WaiterRegistry::Parked {
 }  // namespace
 
 WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable(std::chrono::microseconds timeout,
-                                                                                const AcquireRequest* request,
+                                                                                const void* request,
                                                                                 const std::atomic<bool>* interrupted,
                                                                                 std::uint64_t* grant) {
   auto self = std::make_shared<BlockedThread>(request, interrupted, registry_.resolution_us_);
@@ -164,20 +164,20 @@ bool WaiterRegistry::Subscription::unpark(Parked& waiter) {
   return true;
 }
 
-std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(std::string_view name) const {
+std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::entry_of(NameKeyView key) const {
   // Nobody waits for anything (the usual case at a release): no lock. A
   // subscription counts its entry, sequentially consistently, before it
   // reads wakes(), and a wake counts itself before it reads this: one of
   // the two sees the other (see wakes()).
   if (entry_count_.load() == 0) return nullptr;
   std::lock_guard<std::mutex> guard(mutex_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second;
 }
 
-void WaiterRegistry::wake_one(std::string_view name) {
+void WaiterRegistry::wake_one(NameKeyView key) {
   wakes_.fetch_add(1);  // before the look-up (see wakes())
-  const auto entry = entry_of(name);
+  const auto entry = entry_of(key);
   if (!entry) return;
   std::shared_ptr<Parked> continuation;
   {
@@ -199,8 +199,8 @@ void WaiterRegistry::wake_one(std::string_view name) {
   }
 }
 
-std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(std::string_view name) {
-  const auto entry = entry_of(name);
+std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(NameKeyView key) {
+  const auto entry = entry_of(key);
   if (!entry) return nullptr;
   std::shared_ptr<Parked> claimed;
   {
@@ -222,9 +222,9 @@ void WaiterRegistry::resolve(const std::shared_ptr<Parked>& claimed, std::uint64
   claimed->wake();
 }
 
-void WaiterRegistry::wake_all(std::string_view name) {
+void WaiterRegistry::wake_all(NameKeyView key) {
   wakes_.fetch_add(1);  // before the look-up (see wakes())
-  const auto entry = entry_of(name);
+  const auto entry = entry_of(key);
   if (!entry) return;
   std::list<std::shared_ptr<Parked>> continuations;
   {
@@ -239,18 +239,18 @@ void WaiterRegistry::wake_all(std::string_view name) {
   entry->cv.notify_all();
 }
 
-std::vector<std::string> WaiterRegistry::names() const {
+std::vector<NameKey> WaiterRegistry::names() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  std::vector<std::string> out;
+  std::vector<NameKey> out;
   out.reserve(entries_.size());
   for (const auto& [name, entry] : entries_) out.push_back(name);
   return out;
 }
 
-bool WaiterRegistry::has(std::string_view name) const {
+bool WaiterRegistry::has(NameKeyView key) const {
   if (entry_count_.load() == 0) return false;
   std::lock_guard<std::mutex> guard(mutex_);
-  return entries_.contains(name);
+  return entries_.find(key) != entries_.end();
 }
 
 std::size_t WaiterRegistry::parked() const {

@@ -1,4 +1,4 @@
-// Where local waiters wait for a lock name, one entry per name (the seed's
+// Where local waiters wait, one entry per (kind, name) (the seed's
 // subscribeMap), each with a counting semaphore of wake-ups.
 //
 // Two kinds of waiter share an entry: a blocked thread (the synchronous
@@ -46,11 +46,9 @@
 #include <string_view>
 #include <vector>
 
-#include "containers/string_map.hpp"
+#include "base/keys.hpp"
 
 namespace dlock::details {
-
-struct AcquireRequest;  // core/acquire_request.hpp: only pointed to here
 
 class WaiterRegistry {
   struct Entry;
@@ -71,10 +69,11 @@ class WaiterRegistry {
     // have recently taken, never over 1 ms), so its wake-up overlaps the
     // statement instead of following it. Must not block. Default: nothing.
     virtual void on_claimed() {}
-    // Non-null while the waiter accepts a hold handed straight to it: the
-    // request the hold is handed over for. Called under the entry's mutex
-    // by claim(); must not block. Default: only wakes.
-    virtual const AcquireRequest* handoff_request() const { return nullptr; }
+    // Non-null while the waiter accepts a hold handed straight to it: what
+    // the hold is handed over for (the engine's request; opaque here).
+    // Called under the entry's mutex by claim(); must not block. Default:
+    // only wakes.
+    virtual const void* handoff_request() const { return nullptr; }
     // Once after a wake that came with the hold handed over (see
     // resolve()): what was handed (1 for a lock hold, a permit's id);
     // consumes it. 0: nothing was handed.
@@ -93,7 +92,7 @@ class WaiterRegistry {
   // RAII: subscribed for its lifetime.
   class Subscription {
    public:
-    Subscription(WaiterRegistry& registry, std::string name);
+    Subscription(WaiterRegistry& registry, NameKey key);
     ~Subscription();
     Subscription(const Subscription&) = delete;
     Subscription& operator=(const Subscription&) = delete;
@@ -106,7 +105,7 @@ class WaiterRegistry {
     // handed it the hold, and `grant` (if not null) gets what was handed
     // (see take_grant). Once claimed it waits for the claim's resolution
     // even past `timeout` (the releaser's statement, within its budget).
-    Woken wait_claimable(std::chrono::microseconds timeout, const AcquireRequest* request,
+    Woken wait_claimable(std::chrono::microseconds timeout, const void* request,
                          const std::atomic<bool>* interrupted, std::uint64_t* grant = nullptr);
     // Parks `waiter` until a wake: false (not parked) if a wake is already
     // waiting as a permit; the caller then consumes it and tries again now.
@@ -123,13 +122,13 @@ class WaiterRegistry {
 
    private:
     WaiterRegistry& registry_;
-    std::string name_;
+    NameKey key_;
     std::shared_ptr<Entry> entry_;
     bool subscribed_ = true;
   };
 
   // Wakes one waiter of `name`, if any.
-  void wake_one(std::string_view name);
+  void wake_one(NameKeyView key);
   // How many wake_one() and wake_all() calls have begun, over every name.
   // For a first attempt made before subscribing (Client::drive): a wake
   // that found no subscriber yet was counted before it looked, so reading
@@ -139,7 +138,7 @@ class WaiterRegistry {
   // of the entry, as a wake would, and tells it (Parked::on_claimed). Null
   // if there is none. The caller must resolve() it exactly once, promptly:
   // the waiter waits for that.
-  [[nodiscard]] std::shared_ptr<Parked> claim(std::string_view name);
+  [[nodiscard]] std::shared_ptr<Parked> claim(NameKeyView key);
   // Ends a claim: `grant` nonzero = the hold was handed over, and this is
   // what the waiter's take_grant() returns when it resumes (1 for a lock
   // hold, a permit's id); 0 = it just tries again.
@@ -165,14 +164,14 @@ class WaiterRegistry {
     std::uint64_t grant_ = 0;
   };
   // Wakes every waiter of `name`.
-  void wake_all(std::string_view name);
+  void wake_all(NameKeyView key);
   // Names with at least one subscriber (for the poller).
-  std::vector<std::string> names() const;
+  std::vector<NameKey> names() const;
   bool empty() const;
   // Continuations parked now, over every name (tests, benchmarks).
   std::size_t parked() const;
   // True while `name` has a subscriber.
-  bool has(std::string_view name) const;
+  bool has(NameKeyView key) const;
 
  private:
   struct Entry {
@@ -182,10 +181,10 @@ class WaiterRegistry {
     std::size_t permits = 0;
     std::list<std::shared_ptr<Parked>> parked;  // in the order they parked
   };
-  std::shared_ptr<Entry> entry_of(std::string_view name) const;
+  std::shared_ptr<Entry> entry_of(NameKeyView key) const;
 
   mutable std::mutex mutex_;
-  StringMap<std::shared_ptr<Entry>> entries_;
+  NameKeyMap<std::shared_ptr<Entry>> entries_;
   // entries_.size(), written under mutex_, read without it (entry_of).
   std::atomic<std::size_t> entry_count_{0};
   std::atomic<std::uint64_t> wakes_{0};  // see wakes()

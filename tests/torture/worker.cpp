@@ -1,6 +1,6 @@
 // The torture worker: T threads of one process taking locks and doing a
 // fenced read-modify-write on a resource row inside each critical section.
-#include "core/client_access.hpp"
+#include "api/tools.hpp"
 #include "torture.hpp"
 
 #include <dlock/asio.hpp>

@@ -1,0 +1,42 @@
+// The one internal header the library's own tools include (the dlock
+// command, the benchmark, the tests): what they need beyond the public API.
+// Not installed; not for users, and not stable.
+//
+// - ClientAccess::of: the engine behind a client, for an interruptible
+//   wait (`dlock run` ends its wait on a signal), test hooks and counters.
+// - The operator functions behind `dlock status`, `force-unlock` and
+//   `init`: each opens one connection of its own (no watchdog, no poller).
+// - The input checks the public API runs before any SQL (base/validation.hpp)
+//   and how names are shown in messages (base/printable.hpp).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/keys.hpp"
+#include "base/printable.hpp"
+#include "base/validation.hpp"
+#include "dlock/distributed_lock.hpp"
+#include "engine/engine.hpp"
+#include "sql/hold_rows.hpp"
+
+namespace dlock::details {
+
+struct ClientAccess {
+  static Engine& of(DatabaseDistributedLock& client) { return *client.client_; }
+};
+
+// Every live row (`names` empty), else every row of those names, of every
+// kind; by kind, name and slot.
+std::vector<HoldRow> list_rows(const Options& options, const std::vector<std::string>& names);
+// Frees every hold of (kind, name), any client's; how many. Waiters in
+// other clients notice at their poll.
+std::size_t force_unlock(const Options& options, Kind kind, std::string_view name);
+// `dlock init`: creates the table, or migrates an older version's tables.
+// Returns what was done.
+std::string init_tables(const Options& options);
+// The table's DDL, as sql/schema.sql holds it.
+std::string schema_sql(const std::string& table);
+
+}  // namespace dlock::details

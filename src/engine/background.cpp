@@ -1,0 +1,195 @@
+// The io thread's work: the watchdog renews every watchdog-mode hold of
+// every kind, the poller asks each kind about the names local threads wait
+// for and keeps this client's waiting marks alive.
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "base/printable.hpp"
+#include "base/validation.hpp"
+#include "engine/engine.hpp"
+
+namespace dlock::details {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+using Micros = std::chrono::microseconds;
+std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
+}  // namespace
+
+void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
+  auto refs = holds_.watchdog_holds();
+  if (refs.empty()) return;
+  // Within one tick, not io_timeout: a row another transaction has locked
+  // fails the renewal after one lock wait (a second on this connection),
+  // and the others are renewed around it this same tick, well inside any
+  // lease. A row that fails costs only its own hold.
+  CallBudget budget(std::min(options_.io_timeout, renew_period()));
+  const auto now = Clock::now();
+  std::vector<HoldRef> live;
+  live.reserve(refs.size());
+  for (auto& r : refs) {
+    if (r.deadline <= now) {
+      note_lost(r.key, r.owner, r.generation, "renewal failed past the lease");
+    } else {
+      live.push_back(std::move(r));
+    }
+  }
+  if (live.empty()) return;
+  std::vector<HeldRow> holds;
+  holds.reserve(live.size());
+  for (const auto& r : live) holds.push_back(HeldRow{RowKey{r.key.kind, r.key.name, r.slot}, r.hold_id});
+  const std::int64_t lease_us = micros(options_.watchdog_timeout);
+  auto sent = Clock::now();
+  std::size_t renewed = 0;
+  try {
+    try {
+      renewed = rows_.renew(connection(), holds, lease_us);
+    } catch (const OutcomeUnknown&) {
+      // A renewal only extends live holds of this client: running it again
+      // on a fresh connection is safe whatever the first run did.
+      sent = Clock::now();
+      renewed = rows_.renew(connection(), holds, lease_us);
+    }
+  } catch (const BackendError& e) {
+    if (e.code() != mysql_error::kLockWaitTimeout) throw;
+    logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
+    sent = Clock::now();
+    renewed = rows_.renew_skipping_locked(connection(), holds, lease_us);
+  }
+  if (renewed == live.size()) {
+    holds_.extend(live, sent + options_.watchdog_timeout);
+    return;
+  }
+  // Fewer rows than holds: find out which holds are gone. A hold the read
+  // still shows is live for what its row says is left (a row skipped
+  // because it was locked was not renewed, but is not lost yet either).
+  const auto read_sent = Clock::now();
+  std::map<std::uint64_t, HoldRow> rows;  // by hold id: random, so unique
+  for (auto& row : rows_.read_holds(connection(), holds)) rows.emplace(row.hold_id, std::move(row));
+  for (auto& r : live) {
+    const auto it = rows.find(r.hold_id);
+    if (it != rows.end() && it->second.held_by(r.hold_id) && it->second.key.kind == r.key.kind) {
+      holds_.extend({r}, read_sent + Micros(std::max<std::int64_t>(0, it->second.ttl_us.value_or(0))));
+    } else {
+      note_lost(r.key, r.owner, r.generation, "the watchdog found it taken over, expired or force-unlocked");
+    }
+  }
+}
+
+void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
+  for (const auto& k : kinds_)
+    if (k) k->maintain(*this, connection);
+  const auto waited = waiters_.names();
+  std::array<std::vector<std::string>, 8> names;
+  for (const auto& key : waited) names[static_cast<std::size_t>(key.kind)].push_back(key.name);
+  CallBudget budget(options_.io_timeout);
+  std::vector<NameKey> want_marks;
+  NameKeyMap<int> held_now;
+  for (const auto& k : kinds_) {
+    if (!k) continue;
+    const auto& batch = names[static_cast<std::size_t>(k->traits.kind)];
+    if (batch.empty()) continue;
+    std::vector<std::string> held;
+    try {
+      held = k->poll(*this, connection(), batch);
+    } catch (const OutcomeUnknown&) {
+      held = k->poll(*this, connection(), batch);  // a read: safe to repeat
+    }
+    using Intent = HoldKind::Traits::Intent;
+    if (k->traits.intents == Intent::kWhenRefused) {
+      for (const auto& name : batch) want_marks.emplace_back(k->traits.kind, name);
+    } else if (k->traits.intents == Intent::kWhenPollFinds) {
+      for (const auto& name : held) {
+        const NameKey key(k->traits.kind, name);
+        if (!options_.fast_wakeup || polled_held_.find(key) != polled_held_.end()) want_marks.push_back(key);
+        held_now.emplace(key, 1);
+      }
+    }
+  }
+  polled_held_ = std::move(held_now);
+  if (want_marks.empty()) return;
+  // Keep this client's marks alive, and take marks whose clients stopped
+  // renewing them: one statement per kind, decided and run under
+  // intent_statements_mutex_, so no unmark falls between.
+  std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+  std::map<Kind, std::vector<std::string>> by_kind;
+  for (const auto& key : want_marks)
+    if (waiters_.has(key)) by_kind[key.kind].push_back(key.name);
+  for (const auto& [kind, batch] : by_kind) {
+    std::vector<std::string> held;
+    try {
+      held = rows_.set_intent(connection(), kind, batch, client_key_, micros(intent_lease()));
+    } catch (const OutcomeUnknown&) {
+      held = rows_.set_intent(connection(), kind, batch, client_key_, micros(intent_lease()));  // idempotent
+    }
+    for (const auto& name : held) {
+      const NameKey key(kind, name);
+      if (!waiters_.has(key)) {
+        // The waiter left (or took it) since the look: no mark for nobody.
+        rows_.clear_intent(connection(), kind, name, client_key_);
+        continue;
+      }
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      intents_.emplace(key, true);
+      intent_count_.store(intents_.size(), std::memory_order_relaxed);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- introspection
+
+bool Engine::is_locked(NameKeyView key) {
+  validate_name(key.name);
+  CallBudget budget(options_.io_timeout);
+  return kind(key.kind).is_locked(*this, key.name);
+}
+
+std::optional<Millis> Engine::remaining_ttl(NameKeyView key) {
+  validate_name(key.name);
+  CallBudget budget(options_.io_timeout);
+  const auto ttl = kind(key.kind).ttl_us(*this, key.name);
+  if (!ttl) return std::nullopt;
+  return Millis(std::max<std::int64_t>(0, *ttl / 1000));
+}
+
+std::optional<Hold> Engine::local_hold(NameKeyView key, std::uint64_t owner) const {
+  auto hold = holds_.find(key, owner);
+  if (!hold || hold->lost || Clock::now() >= hold->deadline) return std::nullopt;
+  return hold;
+}
+
+std::optional<Hold> Engine::confirmed_hold(NameKeyView key, std::uint64_t owner) {
+  validate_name(key.name);
+  // The local lease deadline is measured from when the acquiring statement
+  // was sent, so once it passes the hold may already belong to someone else.
+  auto hold = local_hold(key, owner);
+  if (!hold) return std::nullopt;
+  CallBudget budget(options_.io_timeout);
+  const HoldRow seen = read([&](Connection& c) {
+    if (hold->slot != kAnySlot) return rows_.read(c, RowKey{key.kind, std::string(key.name), hold->slot});
+    return rows_.find(c, key.kind, key.name, hold->hold_id).value_or(HoldRow{});
+  });
+  if (!seen.held_by(hold->hold_id)) {
+    note_lost(key, owner, hold->generation, "the row shows another owner or none");
+    return std::nullopt;
+  }
+  if (hold->fence == 0 || hold->slot == kAnySlot) {
+    // Learned once: a hold's fence and slot never change while it is held.
+    holds_.learn(key, owner, hold->generation, seen.fence, seen.key.slot);
+    hold->fence = seen.fence;
+    hold->slot = seen.key.slot;
+  }
+  return hold;
+}
+
+std::uint64_t Engine::fencing_token(NameKeyView key, std::uint64_t owner) {
+  validate_name(key.name);
+  const auto hold = local_hold(key, owner);
+  if (!hold) return 0;
+  if (hold->fence != 0) return hold->fence;
+  const auto confirmed = confirmed_hold(key, owner);
+  return confirmed ? confirmed->fence : 0;
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,334 @@
+#include "engine/engine.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/identity.hpp"
+#include "base/printable.hpp"
+#include "base/validation.hpp"
+
+namespace dlock::details {
+
+namespace {
+
+const Options& validated(const Options& options) {
+  validate_options(options);
+  return options;
+}
+
+std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
+  if (options.logger) return options.logger;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> guard(mutex);
+  if (auto existing = spdlog::get("dlock")) return existing;
+  return spdlog::stderr_color_mt("dlock");
+}
+
+// The io thread's connection waits at most a second for a row lock: a row
+// locked by a foreign transaction must not stall the watchdog's renewal of
+// every other hold (it renews around it, see renew_tick).
+ConnectionSettings io_settings(const ConnectionSettings& settings) {
+  ConnectionSettings s = settings;
+  s.lock_wait_seconds = 1;
+  return s;
+}
+
+std::uint64_t random_client_key() {
+  const std::uint64_t key = new_hold_id() & ((std::uint64_t{1} << 48) - 1);
+  return key != 0 ? key : 1;
+}
+
+// False while a WarmestConnection exists on this thread.
+thread_local bool t_thread_affinity = true;
+
+}  // namespace
+
+Engine::WarmestConnection::WarmestConnection() : previous_(t_thread_affinity) { t_thread_affinity = false; }
+Engine::WarmestConnection::~WarmestConnection() { t_thread_affinity = previous_; }
+
+Engine::Engine(Options options)
+    : options_(validated(options)),
+      logger_(choose_logger(options_)),
+      machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
+      host_(host_name()),
+      pid_(static_cast<std::uint32_t>(::getpid())),
+      client_key_(random_client_key()),
+      hold_tag_(new_hold_id() >> 48),
+      settings_(ConnectionSettings::from(options_)),
+      rows_(options_.table, logger_),
+      schema_(options_.table, logger_),
+      pool_(settings_, options_.pool_size),
+      io_(io_settings(settings_), logger_),
+      async_(options_.pool_size) {}
+
+void Engine::add_kind(std::unique_ptr<HoldKind> kind) {
+  kinds_[static_cast<std::size_t>(kind->traits.kind)] = std::move(kind);
+}
+
+HoldKind& Engine::kind(Kind k) const { return *kinds_[static_cast<std::size_t>(k)]; }
+
+void Engine::start() {
+  if (settings_.servers) {
+    // Every waiter retries at once on the new server: its bell connection
+    // and the poller's may still be stuck on the old one.
+    settings_.servers->on_move([this](const ServerChoice::Server& from, const ServerChoice::Server& to) {
+      logger_->warn("dlock: client {}: cannot use {}:{}; moving to {}:{} (it stays there until that fails)",
+                    machine_id_, from.host, from.port, to.host, to.port);
+      for (const auto& key : waiters_.names()) waiters_.wake_all(key);
+    });
+  }
+  // Connecting here makes an unreachable database fail at construction.
+  {
+    CallBudget budget(options_.io_timeout);
+    with_connection([&](Connection& c) {
+      schema_.prepare(c, options_.create_table);
+      return 0;
+    });
+  }
+  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
+  io_.every(options_.poll_interval, "polling waited-for names",
+            [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
+  if (options_.fast_wakeup) {
+    // One GET_LOCK wait must end before the connection's read timeout.
+    const auto io_seconds = (options_.io_timeout.count() + 999) / 1000;
+    const int wait_seconds = static_cast<int>(std::min<std::int64_t>(10, io_seconds - 1));
+    if (wait_seconds >= 1) {
+      BellWatcher::Hooks hooks;
+      hooks.ring = [this](const NameKey& key) {
+        // Readers share what a release lets in; the other kinds take turns.
+        if (key.kind == Kind::kRead) {
+          waiters_.wake_all(key);
+        } else {
+          waiters_.wake_one(key);
+        }
+      };
+      hooks.waited = [this](const NameKey& key) { return waiters_.has(key); };
+      hooks.interrupt = [this](SessionAddress session, std::function<bool()> still_waiting) {
+        io_.post("interrupting a bell wait",
+                 [session, still_waiting = std::move(still_waiting)](const IoThread::ConnectionSource& connection) {
+                   // Checked again here, right before the KILL: the wait may have ended.
+                   if (still_waiting()) interrupt_bell_wait(connection(), session);
+                 });
+      };
+      hooks.blockers = [this](Kind k) { return kind(k).traits.blocked_by; };
+      bells_ = std::make_unique<BellWatcher>(settings_, rows_, hold_tag_, options_.wakeup_connections, wait_seconds,
+                                             logger_, std::move(hooks));
+    } else {
+      logger_->info("dlock: fast_wakeup needs io_timeout >= 2 s (a bell wait must end before the read timeout); "
+                    "waiters in this client rely on polling");
+    }
+  }
+  io_.start();
+  logger_->debug("dlock: client {} connected to {}/{} table {}", machine_id_,
+                 settings_.servers ? settings_.servers->describe() : options_.host + ":" + std::to_string(options_.port),
+                 options_.database, options_.table);
+}
+
+Engine::~Engine() {
+  closing_ = true;  // no on_lock_lost from here on (notify_lost checks it)
+  // Pending asynchronous waits end with Cancelled; running statements
+  // finish; then the workers stop.
+  async_.shutdown();
+  bells_.reset();
+  io_.stop();
+  release_all_at_shutdown();
+  // The move hook uses members destroyed before settings_ (waiters_).
+  if (settings_.servers) settings_.servers->on_move(nullptr);
+}
+
+void Engine::release_all_at_shutdown() {
+  const auto holds = holds_.live();
+  try {
+    CallBudget budget(options_.io_timeout);
+    with_connection([&](Connection& c) {
+      std::vector<HeldRow> plain;
+      for (const auto& h : holds) {
+        // A read hold's release also uncounts it on its head row: one
+        // statement each, through its kind.
+        if (h.key.kind == Kind::kRead) {
+          kind(Kind::kRead).free(*this, c, h.key, h.hold_id, 0, HoldRows::Marks::kAny, false);
+        } else {
+          plain.push_back(h);
+        }
+      }
+      const auto freed = rows_.free_all(c, plain);
+      std::vector<NameKey> intents;
+      {
+        std::lock_guard<std::mutex> guard(intents_mutex_);
+        for (const auto& [key, marked] : intents_) intents.push_back(key);
+        intents_.clear();
+      }
+      for (const auto& key : intents) rows_.clear_intent(c, key.kind, key.name, client_key_);
+      for (const auto& k : kinds_)
+        if (k) k->shutdown(*this, c);
+      if (!holds.empty()) logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, freed);
+      return 0;
+    });
+  } catch (const std::exception& e) {
+    logger_->warn("dlock: client {} could not release its {} hold(s) at shutdown; they expire with their leases: {}",
+                  machine_id_, holds.size(), e.what());
+  }
+}
+
+PooledConnection Engine::pooled_connection() {
+  // Each thread prefers the connection it used last: a hold's bell is the
+  // session that took it, and the same thread usually releases, so the
+  // release finds that session idle and can ring in its own statement.
+  thread_local const ConnectionPool* last_pool = nullptr;
+  thread_local std::uint64_t last_session = 0;
+  PooledConnection connection = pool_.acquire(t_thread_affinity && last_pool == &pool_ ? last_session : 0);
+  last_pool = &pool_;
+  last_session = connection->session_key();
+  return connection;
+}
+
+bool Engine::run_reconciled(std::string_view name, const std::function<bool(Connection&)>& statement,
+                            const std::function<Verdict(Connection&)>& decide) {
+  try {
+    return with_connection(statement);
+  } catch (const OutcomeUnknown& cause) {
+    logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
+                  printable(name), cause.what());
+    Verdict verdict = Verdict::kNotApplied;
+    std::optional<PooledConnection> fresh;
+    try {
+      // Not on a pooled connection the same fault may have killed too; and
+      // only once the statement can no longer land behind the read's back.
+      fresh.emplace(pool_.acquire_fresh());
+      settle_lost_session(**fresh, cause.session());
+      verdict = decide(**fresh);
+    } catch (const BackendError& e) {
+      throw BackendError(std::string("dlock: outcome unknown (") + cause.what() +
+                             "), and the row could not be read: " + e.what(),
+                         e.code() != 0 ? e.code() : cause.code(), e.code() != 0 ? e.sql_state() : cause.sql_state());
+    }
+    switch (verdict) {
+      case Verdict::kApplied:
+        return true;
+      case Verdict::kNotApplied:
+        return false;
+      case Verdict::kRunAgain:
+        break;
+    }
+    return statement(**fresh);
+  }
+}
+
+std::uint64_t Engine::tagged_hold_id() const {
+  const std::uint64_t low = new_hold_id() & ((std::uint64_t{1} << 48) - 1);
+  return hold_tag_ << 48 | (low != 0 ? low : 1);
+}
+
+std::mutex& Engine::owner_mutex(Kind serial, std::string_view name, std::uint64_t owner) {
+  const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL) ^
+                        (static_cast<std::size_t>(serial) << 7);
+  return owner_mutexes_[h % owner_mutexes_.size()];
+}
+
+Millis Engine::renew_period() const { return std::max(Millis(1), options_.watchdog_timeout / 3); }
+
+Millis Engine::intent_lease() const { return std::max(Millis(1000), options_.poll_interval * 3); }
+
+// ---------------------------------------------------------------- intents
+
+void Engine::mark_intent(NameKeyView key) {
+  std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+  {
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    if (intents_.find(key) != intents_.end()) return;  // the poller keeps it alive
+  }
+  try {
+    CallBudget budget(options_.io_timeout);
+    const auto held = with_connection([&](Connection& c) {
+      return rows_.set_intent(c, key.kind, {std::string(key.name)}, client_key_,
+                              std::chrono::duration_cast<std::chrono::microseconds>(intent_lease()).count());
+    });
+    // Another client's live mark: left alone; the poller tries again.
+    if (held.empty()) return;
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    intents_.emplace(NameKey(key), true);
+    intent_count_.store(intents_.size(), std::memory_order_relaxed);
+  } catch (const BackendError& e) {
+    logger_->debug("dlock: could not mark a waiting client on {} {}: {}", kind_name(key.kind), printable(key.name),
+                   e.what());
+  }
+}
+
+bool Engine::has_intent(NameKeyView key) {
+  std::lock_guard<std::mutex> guard(intents_mutex_);
+  return intents_.find(key) != intents_.end();
+}
+
+void Engine::intent_taken(NameKeyView key) {
+  if (intent_count_.load(std::memory_order_relaxed) == 0) return;  // the usual case: no SQL, no lock
+  std::lock_guard<std::mutex> guard(intents_mutex_);
+  if (const auto it = intents_.find(key); it != intents_.end()) intents_.erase(it);
+  intent_count_.store(intents_.size(), std::memory_order_relaxed);
+}
+
+void Engine::unmark_intent(const NameKey& key) {
+  {
+    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    {
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      const bool had = intents_.erase(key) != 0;
+      intent_count_.store(intents_.size(), std::memory_order_relaxed);
+      if (!had) return;
+    }
+    try {
+      CallBudget budget(options_.io_timeout);
+      with_connection([&](Connection& c) {
+        rows_.clear_intent(c, key.kind, key.name, client_key_);
+        return 0;
+      });
+    } catch (const std::exception& e) {
+      // The mark ends with its lease (3 poll intervals).
+      logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());
+    }
+  }
+  // Readers held back by a waiting writer may go now.
+  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
+}
+
+// ---------------------------------------------------------------- losses
+
+void Engine::note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why) {
+  auto hold = holds_.mark_lost(key, owner, generation);
+  if (!hold) return;
+  // Ring now rather than never: waiters elsewhere may be blocked on the lost
+  // hold's bell while the row is free, expired or taken by someone else.
+  if (hold->bell_session != 0) ring_when_idle(hold->bell_session);
+  HoldKind& k = kind(key.kind);
+  report_lost(key, k.traits.reports_fence ? hold->fence : 0, why);
+  // A local waiter refused because this hold looked live asks again.
+  k.wake(waiters_, key.name);
+}
+
+void Engine::report_lost(NameKeyView key, std::uint64_t fence, const char* why) {
+  logger_->warn("dlock: {} hold on {} (fence {}) lost: {}", kind_name(key.kind), printable(key.name), fence, why);
+  notify_lost(key.name, fence);
+}
+
+void Engine::notify_lost(std::string_view name, std::uint64_t fence) {
+  if (!options_.on_lock_lost || closing_) return;
+  io_.post([this, owned = std::string(name), fence] {
+    if (closing_) return;  // the client may have started closing since this was posted
+    try {
+      options_.on_lock_lost(owned, fence);
+    } catch (const std::exception& e) {
+      logger_->error("dlock: on_lock_lost threw: {}", e.what());
+    } catch (...) {
+      logger_->error("dlock: on_lock_lost threw a non-standard exception");
+    }
+  });
+}
+
+void Engine::hint_free_if_held_here(NameKeyView key) {
+  if (holds_.live_deadline(key)) free_hints_.mark(key, NameMarks::Clock::time_point::max());
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,293 @@
+// The engine behind DatabaseDistributedLock: one for every kind of hold.
+//
+// A kind (engine/hold_kind.hpp) brings its statements and its rule of who
+// may have a hold; the engine does the rest, once for all kinds:
+//
+// - Acquire (attempt.cpp): an attempt re-enters the owner's live hold, or
+//   takes a fresh one with a random hold id written into the row; every
+//   later statement of that hold matches it. Refused, the request waits
+//   until a local release wakes it, a bell rings for a release elsewhere
+//   (wakeup/bell_watcher.hpp), the poller sees it may get in, or the
+//   blocking holds' leases end. attempt_step is one attempt; drive() is the
+//   blocking driver, AsyncAcquire (async_acquire.hpp) the asynchronous one.
+// - Release (release.cpp): one count down; the last one hands the hold
+//   straight to a local waiter in one statement (a direct handoff), or
+//   frees the row, ringing the holding session's bell when a waiter
+//   elsewhere marked it.
+// - Renewal and polling (background.cpp): the watchdog renews every
+//   watchdog-mode hold of every kind in one statement per tick (around a
+//   row another transaction has locked); the poller asks each kind about
+//   the names local threads wait for.
+// - Losses: a hold found lost is marked lost (its owner's next acquire
+//   throws LockLostError until it has made its unlock() calls), its bell
+//   rung, reported to on_lock_lost once, and its waiters woken.
+// - Unknown outcomes (run_reconciled): a statement whose connection died is
+//   reconciled by reading on a new connection what its hold id shows, never
+//   by running it blindly again.
+//
+// Time: each call runs under a CallBudget of io_timeout, which bounds its
+// statement retries and pool waits in total.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/keys.hpp"
+#include "base/name_marks.hpp"
+#include "dlock/options.hpp"
+#include "engine/hold_kind.hpp"
+#include "engine/holds.hpp"
+#include "engine/request.hpp"
+#include "runtime/async_operations.hpp"
+#include "runtime/io_thread.hpp"
+#include "sql/connection_pool.hpp"
+#include "sql/hold_rows.hpp"
+#include "sql/schema.hpp"
+#include "wakeup/bell_watcher.hpp"
+#include "wakeup/waiter_registry.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace dlock::details {
+
+class Engine {
+ public:
+  // Validates `options` (std::invalid_argument); connects nothing yet.
+  explicit Engine(Options options);
+  // Releases this client's holds (best effort), stops every thread.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers a kind; only before start().
+  void add_kind(std::unique_ptr<HoldKind> kind);
+  // Connects, prepares the table (Schema::prepare) and starts the watchdog
+  // and the poller. Throws BackendError.
+  void start();
+
+  // ---- operations; `owner` is an Owner id (never 0)
+  //
+  // Validates (std::invalid_argument, before any SQL) and fixes the deadline
+  // now. lease: nullopt = watchdog mode; wait: nullopt = forever, <= 0 =
+  // one attempt. `bound`: a semaphore's.
+  AcquireRequest make_request(NameKeyView key, std::uint64_t owner, std::optional<Millis> lease,
+                              std::optional<Millis> wait, std::uint32_t bound = 0);
+  // One attempt, and what to do next. Throws LockLostError, BackendError,
+  // and what the kind's check throws.
+  AcquireStep attempt_step(const AcquireRequest& request);
+  // The blocking driver. `interrupted` (may be null) is checked at every
+  // wake-up; once true the wait gives up at the next one (interrupt_waits
+  // wakes them). Returns the last step (kAcquired or kGaveUp).
+  AcquireStep drive(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // Releases one hold of `owner` on `key`. The last one leaves the name
+  // taken until `at_least` after the grant (server clock). Throws
+  // NotHeldError (before any SQL) when there is none; never for database
+  // trouble (logged: the lease ends it).
+  void release(NameKeyView key, std::uint64_t owner, Millis at_least = Millis::zero());
+  // Frees every hold of `key`'s kind on its name (any client) and wakes
+  // waiters here; how many.
+  std::size_t force_release(NameKeyView key);
+  bool is_locked(NameKeyView key);
+  // The owner's hold as the database shows it now; nullopt when it holds
+  // none (a loss found here is reported). No SQL when there is no local hold.
+  std::optional<Hold> confirmed_hold(NameKeyView key, std::uint64_t owner);
+  std::optional<Millis> remaining_ttl(NameKeyView key);
+  // The owner's fence; 0 when it holds none. One read the first time per hold.
+  std::uint64_t fencing_token(NameKeyView key, std::uint64_t owner);
+  // The owner's live hold as this client knows it (no SQL).
+  std::optional<Hold> local_hold(NameKeyView key, std::uint64_t owner) const;
+  // Wakes every local waiter of `key` so each looks at its `interrupted`.
+  void interrupt_waits(NameKeyView key) { waiters_.wake_all(key); }
+  // Drivers: a waiter subscribed / the last one of `key` left.
+  void waiting_started(const AcquireRequest& request);
+  void waiting_ended(const NameKey& key);
+
+  WaiterRegistry& waiters() { return waiters_; }
+  AsyncOperations& async() { return async_; }
+  HoldRegistry& holds() { return holds_; }
+  const Options& options() const { return options_; }
+  const std::shared_ptr<spdlog::logger>& logger() const { return logger_; }
+  const std::string& machine_id() const { return machine_id_; }
+  const std::string& host() const { return host_; }
+  std::uint32_t pid() const { return pid_; }
+  const HoldRows& rows() const { return rows_; }
+  const Schema& schema() const { return schema_; }
+  HoldKind& kind(Kind k) const;
+  // This client's random 48-bit key (intents, reader slots) and the 16-bit
+  // tag every hold id it makes starts with: a waiter tells a hold of its
+  // own client from the row alone, and never marks it for a ring.
+  std::uint64_t client_key() const { return client_key_; }
+  std::uint64_t hold_tag() const { return hold_tag_; }
+  bool is_this_clients(std::uint64_t hold_id) const { return hold_id != 0 && hold_id >> 48 == hold_tag_; }
+  // A fresh hold id with this client's tag.
+  std::uint64_t tagged_hold_id() const;
+  bool fast_wakeup() const { return options_.fast_wakeup; }
+
+  // ---- connections and the unknown-outcome rule
+  //
+  // A pooled connection for the calling thread (see WarmestConnection).
+  PooledConnection pooled_connection();
+  template <class Fn>
+  auto with_connection(Fn&& fn) {
+    PooledConnection connection = pooled_connection();
+    return fn(*connection);
+  }
+  // A read, run once more on a new connection if its connection died.
+  template <class Fn>
+  auto read(Fn&& fn) {
+    try {
+      return with_connection(fn);
+    } catch (const OutcomeUnknown&) {
+      PooledConnection fresh = pool_.acquire_fresh();
+      return fn(*fresh);
+    }
+  }
+  // What reading on a new connection shows of a statement whose outcome is
+  // unknown.
+  enum class Verdict { kApplied, kNotApplied, kRunAgain };
+  // The one rule for a statement that changes rows: runs `statement`
+  // (Connection& -> bool, true when it applied); if its connection dies
+  // mid-statement, `decide` reads on a newly opened connection whether it
+  // applied, and only kRunAgain runs it once more there (statements are
+  // written so that a late first run and the second apply once: absolute
+  // counts, the hold's own id matched). Throws BackendError when even the
+  // read fails.
+  bool run_reconciled(std::string_view name, const std::function<bool(Connection&)>& statement,
+                      const std::function<Verdict(Connection&)>& decide);
+
+  // ---- waiting clients' marks (HoldKind::Traits::intents)
+  //
+  // Marks this client as waiting on `key`'s row; recorded only if the mark
+  // is this client's now (another client's live mark is left alone: the
+  // poller tries again). Best effort.
+  void mark_intent(NameKeyView key);
+  // Whether this client's mark is on `key` now.
+  bool has_intent(NameKeyView key);
+  // The take that cleared this client's mark on `key` ran.
+  void intent_taken(NameKeyView key);
+  Millis intent_lease() const;
+
+  // ---- losses
+  // Logs a lost hold and calls on_lock_lost (on the io thread).
+  void report_lost(NameKeyView key, std::uint64_t fence, const char* why);
+  // Marks the hold of `generation` lost, rings its bell, reports it once
+  // and wakes its waiters.
+  void note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why);
+  // A "seen free" hint on `key` if a local hold on it looks live (the
+  // poller or a force-unlock here saw the row free): the next attempt asks
+  // the database rather than waiting for that hold.
+  void hint_free_if_held_here(NameKeyView key);
+
+  // ---- tuning and tests
+  // How long a chain of local handoffs may keep a name from other clients,
+  // and how long this client then holds back its own fresh takes.
+  static constexpr Millis kHandoffChain{50};
+  static constexpr Millis kYieldAfterChain{5};
+  // How long a name stays marked as waited for elsewhere after a ring.
+  static constexpr Millis kRingAtOnceFor{1'000};
+  std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
+  void enable_handoffs(bool on) noexcept { handoffs_enabled_.store(on, std::memory_order_relaxed); }
+  void set_handoff_chain_for_tests(Millis bound) noexcept {
+    handoff_chain_ms_.store(bound.count(), std::memory_order_relaxed);
+  }
+  // Runs on the acquiring thread when a blocking acquire's first attempt
+  // was refused, before it subscribes (tests; set while no acquire runs).
+  std::function<void()> refused_before_subscribing;
+  // While one exists on a thread, its statements take the warmest idle
+  // pooled connection rather than the one the thread used last (for the
+  // asynchronous workers, which run any owner's step).
+  class WarmestConnection {
+   public:
+    WarmestConnection();
+    ~WarmestConnection();
+    WarmestConnection(const WarmestConnection&) = delete;
+    WarmestConnection& operator=(const WarmestConnection&) = delete;
+
+   private:
+    bool previous_;
+  };
+  ConnectionPool& pool() { return pool_; }
+  // How long a read hold's slot row stays after its lease ended before any
+  // client may delete it (the rows of clients that died). Default 1 hour.
+  Millis reader_rows_kept_for() const { return Millis(reader_rows_kept_for_ms_.load(std::memory_order_relaxed)); }
+  void set_reader_rows_kept_for(Millis kept) noexcept {
+    reader_rows_kept_for_ms_.store(kept.count(), std::memory_order_relaxed);
+  }
+
+ private:
+  struct Attempt {
+    bool acquired = false;
+    std::int64_t ttl_us = 0;
+    bool foreign = false;
+  };
+  Attempt attempt(HoldKind& k, const AcquireRequest& r);
+  bool reenter(HoldKind& k, const AcquireRequest& r, const Hold& local);
+  AcquireStep wait_step(const AcquireRequest& r, std::int64_t ttl_us) const;
+  [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
+  enum class Handoff { kHanded, kLost, kDeclined };
+  void claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim);
+  Handoff hand_over(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before,
+                    const std::shared_ptr<WaiterRegistry::Parked>& claimed);
+  bool free_row(HoldKind& k, const RowKey& row, const Hold& before, std::int64_t at_least_us);
+  void rang_for_waiters_elsewhere(NameKeyView key);
+  void ring_when_idle(std::uint64_t session);
+  void restamp_after_ring(Connection& c, const std::string& rung);
+  void free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id);
+  void notify_lost(std::string_view name, std::uint64_t fence);
+  void unmark_intent(const NameKey& key);
+  Millis renew_period() const;
+  void renew_tick(const IoThread::ConnectionSource& connection);
+  void poll_tick(const IoThread::ConnectionSource& connection);
+  void release_all_at_shutdown();
+  // Owner stripes: one owner's operations on one name are serialized. A
+  // stripe is held across the operation's statement; with 4,096 of them,
+  // unrelated (name, owner) pairs rarely share one.
+  std::mutex& owner_mutex(Kind serial, std::string_view name, std::uint64_t owner);
+
+  std::atomic<bool> closing_{false};  // no on_lock_lost from here on
+  std::array<std::mutex, 4096> owner_mutexes_;
+  const Options options_;
+  const std::shared_ptr<spdlog::logger> logger_;
+  const std::string machine_id_;
+  const std::string host_;
+  const std::uint32_t pid_;
+  const std::uint64_t client_key_;
+  const std::uint64_t hold_tag_;
+  const ConnectionSettings settings_;
+  const HoldRows rows_;
+  const Schema schema_;
+  ConnectionPool pool_;
+  HoldRegistry holds_;
+  WaiterRegistry waiters_;
+  std::array<std::unique_ptr<HoldKind>, 8> kinds_;
+  std::atomic<std::uint64_t> handoffs_{0};
+  std::atomic<bool> handoffs_enabled_{true};
+  std::atomic<Millis::rep> handoff_chain_ms_{kHandoffChain.count()};
+  std::atomic<Millis::rep> reader_rows_kept_for_ms_{3'600'000};
+  NameMarks yields_;            // fresh takes here hold back until the mark ends
+  NameMarks free_hints_;        // seen free while a local hold looked live
+  NameMarks waited_elsewhere_;  // releases ring first while marked
+  // Intent statements and the look at intents_ that decided them run under
+  // intent_statements_mutex_ (taken before intents_mutex_): the poller's
+  // renewal of a mark cannot land after the unmark of a waiter that stopped
+  // waiting meanwhile.
+  std::mutex intent_statements_mutex_;
+  std::mutex intents_mutex_;
+  NameKeyMap<bool> intents_;  // keys this client holds a mark on
+  std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock
+  NameKeyMap<int> polled_held_;  // intent kinds: waited-for keys the last poll found held (poller thread only)
+  IoThread io_;  // destroyed (stopped) after the watcher, before the rest
+  std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; reset first in the destructor
+  AsyncOperations async_;               // shut down first in the destructor
+};
+
+}  // namespace dlock::details

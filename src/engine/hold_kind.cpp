@@ -1,0 +1,32 @@
+// What a kind does where it has nothing of its own to say.
+#include "engine/hold_kind.hpp"
+
+#include <stdexcept>
+
+#include "engine/engine.hpp"
+
+namespace dlock::details {
+
+bool HoldKind::retake(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, unsigned count,
+                      std::int64_t lease_us, bool watchdog) {
+  return e.rows().retake(c, row, hold_id, count, lease_us, watchdog);
+}
+
+bool HoldKind::free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
+                    HoldRows::Marks marks, bool ring) {
+  return e.rows().free(c, row, hold_id, at_least_us, marks, ring);
+}
+
+bool HoldKind::hand_over(Engine&, Connection&, const RowKey&, std::uint64_t, std::uint64_t, const AcquireRequest&) {
+  throw std::logic_error("dlock: this kind of hold is not handed over");
+}
+
+bool HoldKind::fits(const Hold&, const AcquireRequest&) const { return true; }
+
+void HoldKind::wake(WaiterRegistry& waiters, std::string_view name) { waiters.wake_one(NameKeyView{traits.kind, name}); }
+
+std::size_t HoldKind::force(Engine& e, Connection& c, std::string_view name) {
+  return e.rows().force(c, traits.kind, name);
+}
+
+}  // namespace dlock::details

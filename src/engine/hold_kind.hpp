@@ -1,0 +1,132 @@
+// What the engine needs from one kind of hold: its statements and its rule
+// of who may have it. Everything else (waiting, re-entry, release, direct
+// handoff, renewal, polling, wake-ups, losses, reconciling an unknown
+// outcome) is the engine's, written once for every kind.
+//
+// A kind is an object per client (it may keep per-client state: the
+// semaphore the bounds its waiters ask with, the read-write lock its reader
+// slots). The lock, the semaphore, and the two sides of the read-write lock
+// are in src/kinds/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/keys.hpp"
+#include "engine/holds.hpp"
+#include "engine/request.hpp"
+#include "sql/hold_rows.hpp"
+
+namespace dlock::details {
+
+class Engine;
+class WaiterRegistry;
+
+class HoldKind {
+ public:
+  struct Traits {
+    Kind kind = Kind::kLock;
+    // Owner stripes (Engine::owner_mutex) are shared by the kinds of one
+    // primitive: an owner's read and write acquires of one name look at
+    // each other (a downgrade, an upgrade).
+    Kind serial = Kind::kLock;
+    // The same owner acquiring again counts up its hold. A semaphore's
+    // acquires are separate permits.
+    bool reentrant = true;
+    // At most one live hold per name: an attempt refused by a holder of
+    // this client asks no SQL until that hold ends, and a chain of local
+    // handoffs yields to waiters elsewhere when it ends.
+    bool single_holder = true;
+    // A full release may hand the hold straight to a local waiter.
+    bool hands_over = true;
+    // What each take (or handoff) adds to the fence.
+    int fence_step = 1;
+    // on_lock_lost gets the hold's fence (else 0: a semaphore's).
+    bool reports_fence = true;
+    // Whether a waiting client marks the row (intent_id) so that it goes
+    // next: never; as soon as a waiter is refused (the write side: readers
+    // that do not read yet wait behind it); or once two polls in a row find
+    // the name still held, or the first with fast wake-up off (a waiter
+    // that cannot be rung would otherwise lose every race to the holder's
+    // own threads).
+    enum class Intent { kNone, kWhenRefused, kWhenPollFinds };
+    Intent intents = Intent::kNone;
+    // The kinds of rows whose holds keep its waiters out (BellWatcher).
+    std::vector<Kind> blocked_by;
+  };
+
+  explicit HoldKind(Traits t) : traits(std::move(t)) {}
+  virtual ~HoldKind() = default;
+  HoldKind(const HoldKind&) = delete;
+  HoldKind& operator=(const HoldKind&) = delete;
+
+  const Traits traits;
+
+  // Before any SQL, for an owner that holds none of this kind on the name:
+  // throws for misuse (the write side: an upgrade).
+  virtual void check(Engine&, const AcquireRequest&) {}
+
+  struct Refusal {
+    std::int64_t ttl_us = 0;  // the blocking holds end within this (0: try again at once)
+    bool foreign = false;     // a hold of another client blocks: watch its bell
+  };
+  struct Taken {
+    bool taken = false;
+    std::uint64_t slot = 0;
+    std::uint64_t fence = 0;         // 0: not known yet (read when asked for)
+    std::uint64_t bell_session = 0;  // the session whose bell the row records
+    std::optional<HoldRow> seen;     // a row read while refusing, if any
+    std::optional<Refusal> refusal;  // what the take learned of the refusal, if anything
+  };
+  // One take of a fresh hold for `holder`, reconciling an unknown outcome
+  // (Engine::run_reconciled). Throws BackendError.
+  virtual Taken take(Engine&, const AcquireRequest&, const Holder& holder) = 0;
+  // After a refused take of a request that waits: what blocks it.
+  virtual Refusal refused(Engine&, const AcquireRequest&, const Taken&) = 0;
+
+  // Re-entry of a live hold (HoldRows::retake).
+  virtual bool retake(Engine&, Connection&, const RowKey&, std::uint64_t hold_id, unsigned count,
+                      std::int64_t lease_us, bool watchdog);
+  // Frees a live hold (HoldRows::free).
+  virtual bool free(Engine&, Connection&, const RowKey&, std::uint64_t hold_id, std::int64_t at_least_us,
+                    HoldRows::Marks marks, bool ring);
+  // The direct handoff (traits.hands_over): live hold `from` becomes `to`,
+  // `request`'s, count 1, fence moved on, in one statement; a row already
+  // carrying `to` is matched too (its own earlier run). False: `from` is
+  // not live (or the rule refuses the handoff now).
+  virtual bool hand_over(Engine&, Connection&, const RowKey&, std::uint64_t from, std::uint64_t to,
+                         const AcquireRequest& request);
+  // Whether hold `held` may be handed to `request` at all.
+  virtual bool fits(const Hold& held, const AcquireRequest& request) const;
+  // Wakes the local waiters a full release or a loss of a hold of `name`
+  // lets in (one waiter of this kind).
+  virtual void wake(WaiterRegistry&, std::string_view name);
+  // The poller: looks at the waited-for `names` in one statement per chunk
+  // and wakes the waiters that may get in now. Returns the names still held.
+  virtual std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
+  // A driver subscribed a waiter for `request` / the last waiter of `key`
+  // left.
+  virtual void waiting_started(Engine&, const AcquireRequest&) {}
+  virtual void waiting_ended(Engine&, const NameKey&) {}
+  // Any owner holds `name` (one read); the longest lease left on it.
+  virtual bool is_locked(Engine&, std::string_view name) = 0;
+  virtual std::optional<std::int64_t> ttl_us(Engine&, std::string_view name) = 0;
+  // Frees every hold of `name`; how many.
+  virtual std::size_t force(Engine&, Connection&, std::string_view name);
+  // The hold in `slot` of `name` is gone for good without a release by its
+  // kind (it was lost, and its owner made its last unlock() call).
+  virtual void dropped(std::string_view /*name*/, std::uint64_t /*slot*/) {}
+  // Every poll interval, on the io thread, whether or not anyone waits.
+  virtual void maintain(Engine&, const std::function<Connection&()>&) {}
+  // How many names this kind keeps per-client state for (tests: it stays
+  // bounded).
+  virtual std::size_t names_kept() const { return 0; }
+  // At shutdown, after the client's holds were freed.
+  virtual void shutdown(Engine&, Connection&) {}
+};
+
+}  // namespace dlock::details

@@ -1,0 +1,209 @@
+#include "engine/holds.hpp"
+
+#include <algorithm>
+
+namespace dlock::details {
+
+HoldRegistry::OwnerHold* HoldRegistry::owner_in(NameHolds& holds, std::uint64_t owner) {
+  for (auto& h : holds.owners)
+    if (h.owner == owner) return &h;
+  return nullptr;
+}
+
+const HoldRegistry::OwnerHold* HoldRegistry::owner_in(const NameHolds& holds, std::uint64_t owner) {
+  for (const auto& h : holds.owners)
+    if (h.owner == owner) return &h;
+  return nullptr;
+}
+
+HoldRegistry::OwnerHold* HoldRegistry::find_locked(NameKeyView key, std::uint64_t owner) {
+  const auto it = names_.find(key);
+  return it == names_.end() ? nullptr : owner_in(it->second, owner);
+}
+
+std::optional<Hold> HoldRegistry::find(NameKeyView key, std::uint64_t owner) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = names_.find(key);
+  if (it == names_.end()) return std::nullopt;
+  const OwnerHold* h = owner_in(it->second, owner);
+  if (h == nullptr) return std::nullopt;
+  return h->hold;
+}
+
+std::optional<SteadyTime> HoldRegistry::live_deadline(NameKeyView key) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = names_.find(key);
+  if (it == names_.end()) return std::nullopt;
+  return live_deadline_locked(it->second);
+}
+
+HoldRegistry::NameView HoldRegistry::view(NameKeyView key, std::uint64_t owner) const {
+  NameView view;
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = names_.find(key);
+  if (it == names_.end()) return view;
+  if (const OwnerHold* h = owner_in(it->second, owner)) view.own = h->hold;
+  view.live_until = live_deadline_locked(it->second);
+  return view;
+}
+
+std::optional<SteadyTime> HoldRegistry::live_deadline_locked(const NameHolds& holds) {
+  if (!holds.has_live) return std::nullopt;
+  const OwnerHold* h = owner_in(holds, holds.live_owner);
+  if (h == nullptr || h->hold.lost) return std::nullopt;
+  if (h->hold.deadline <= std::chrono::steady_clock::now()) return std::nullopt;
+  return h->hold.deadline;
+}
+
+void HoldRegistry::forget_live(NameHolds& holds, std::uint64_t owner) {
+  if (holds.has_live && holds.live_owner == owner) holds.has_live = false;
+}
+
+void HoldRegistry::note_idle(NameHolds& holds) {
+  if (!holds.owners.empty()) return;
+  ++idle_names_;
+  if (idle_names_ <= kIdleNamesKept || 2 * idle_names_ <= names_.size()) return;
+  for (auto it = names_.begin(); it != names_.end();) it = it->second.owners.empty() ? names_.erase(it) : std::next(it);
+  idle_names_ = 0;
+}
+
+void HoldRegistry::add_session(std::uint64_t session, const HoldKey& key) {
+  if (session != 0) by_session_[session].insert(key);
+}
+
+void HoldRegistry::forget_session(std::uint64_t session, const HoldKey& key) {
+  if (session == 0) return;
+  const auto it = by_session_.find(session);
+  if (it == by_session_.end()) return;
+  it->second.erase(key);
+  if (it->second.empty() && by_session_.size() > kSessionsKept) by_session_.erase(it);
+}
+
+void HoldRegistry::record_fresh(NameKeyView name, std::uint64_t owner, const Hold& hold) {
+  Hold h = hold;
+  h.lost = false;
+  std::lock_guard<std::mutex> guard(mutex_);
+  h.generation = next_generation_++;
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    it = names_.try_emplace(NameKey(name)).first;
+  } else if (it->second.owners.empty()) {
+    --idle_names_;
+  }
+  NameHolds& holds = it->second;
+  holds.has_live = true;
+  holds.live_owner = owner;
+  const HoldKey key{&*it, owner};
+  if (OwnerHold* existing = owner_in(holds, owner)) {
+    forget_session(existing->hold.bell_session, key);
+    existing->hold = h;
+  } else {
+    holds.owners.push_back(OwnerHold{owner, h});
+    ++holds_;
+  }
+  add_session(h.bell_session, key);
+}
+
+bool HoldRegistry::record_reentrant(NameKeyView name, std::uint64_t owner, std::uint64_t generation,
+                                    unsigned count, bool watchdog, SteadyTime deadline) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  OwnerHold* found = find_locked(name, owner);
+  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return false;
+  Hold& h = found->hold;
+  h.count = count;
+  h.watchdog = watchdog;
+  h.deadline = deadline;
+  return true;
+}
+
+std::optional<Hold> HoldRegistry::take_one(NameKeyView name, std::uint64_t owner) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  NameHolds& holds = it->second;
+  OwnerHold* found = owner_in(holds, owner);
+  if (found == nullptr) return std::nullopt;
+  Hold before = found->hold;
+  if (--found->hold.count == 0) {
+    forget_live(holds, owner);
+    forget_session(before.bell_session, HoldKey{&*it, owner});
+    *found = std::move(holds.owners.back());
+    holds.owners.pop_back();
+    --holds_;
+    note_idle(holds);
+  }
+  return before;
+}
+
+std::optional<Hold> HoldRegistry::mark_lost(NameKeyView name, std::uint64_t owner, std::uint64_t generation) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = names_.find(name);
+  if (it == names_.end()) return std::nullopt;
+  OwnerHold* found = owner_in(it->second, owner);
+  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return std::nullopt;
+  found->hold.lost = true;
+  forget_live(it->second, owner);
+  Hold before = found->hold;
+  forget_session(before.bell_session, HoldKey{&*it, owner});
+  found->hold.bell_session = 0;
+  return before;
+}
+
+void HoldRegistry::learn(NameKeyView name, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence,
+                         std::uint64_t slot) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  OwnerHold* found = find_locked(name, owner);
+  if (found == nullptr || found->hold.generation != generation) return;
+  found->hold.fence = fence;
+  found->hold.slot = slot;
+}
+
+std::vector<HoldRef> HoldRegistry::watchdog_holds() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<HoldRef> refs;
+  for (const auto& [key, holds] : names_) {
+    for (const auto& [owner, h] : holds.owners) {
+      if (h.watchdog && !h.lost) refs.push_back(HoldRef{key, h.slot, owner, h.hold_id, h.generation, h.fence, h.deadline});
+    }
+  }
+  return refs;
+}
+
+void HoldRegistry::extend(const std::vector<HoldRef>& refs, SteadyTime deadline) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (const auto& r : refs) {
+    OwnerHold* found = find_locked(r.key, r.owner);
+    if (found == nullptr) continue;
+    Hold& h = found->hold;
+    if (h.generation == r.generation && !h.lost && h.watchdog && h.deadline < deadline) h.deadline = deadline;
+  }
+}
+
+std::vector<HeldRow> HoldRegistry::live() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<HeldRow> out;
+  for (const auto& [key, holds] : names_) {
+    for (const auto& [owner, h] : holds.owners)
+      if (!h.lost) out.push_back(HeldRow{RowKey{key.kind, key.name, h.slot}, h.hold_id});
+  }
+  return out;
+}
+
+std::vector<HeldRow> HoldRegistry::on_session(std::uint64_t session) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<HeldRow> out;
+  const auto keys = by_session_.find(session);
+  if (keys == by_session_.end()) return out;
+  for (const HoldKey& k : keys->second) {
+    if (const OwnerHold* h = owner_in(k.name->second, k.owner))
+      out.push_back(HeldRow{RowKey{k.name->first.kind, k.name->first.name, h->hold.slot}, h->hold.hold_id});
+  }
+  return out;
+}
+
+std::size_t HoldRegistry::size() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return holds_;
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,290 @@
+// Release: one count down, a direct handoff to a local waiter, or the row
+// freed (ringing for waiters elsewhere); force-unlock.
+#include <spdlog/spdlog.h>
+
+#include "base/printable.hpp"
+#include "base/validation.hpp"
+#include "engine/engine.hpp"
+#include "sql/bells.hpp"
+
+namespace dlock::details {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+std::int64_t micros(Millis d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
+}  // namespace
+
+void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
+  validate_name(key.name);
+  HoldKind& k = kind(key.kind);
+  // A local waiter claimed for a handoff: told once the release is done,
+  // whatever its outcome, and after the owner's stripe is let go (the
+  // waiter may resume on this very thread). Granted: it resumes holding
+  // the hold; else the claim's end is the release's wake and it tries.
+  WaiterRegistry::ClaimedWaiter claim;
+  std::lock_guard<std::mutex> serial(owner_mutex(k.traits.serial, key.name, owner));
+  const std::optional<Hold> before = holds_.take_one(key, owner);
+  if (!before) {
+    throw NotHeldError(std::string("dlock: unlock of ") + kind_name(key.kind) + " \"" + printable(key.name) +
+                       "\" by an owner (" + std::to_string(owner) + ") that holds no hold on it in this client");
+  }
+  if (before->lost) {
+    logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(key.name), before->count - 1);
+    if (before->count == 1) k.dropped(key.name, before->slot);
+    return;
+  }
+  CallBudget budget(options_.io_timeout);
+  const unsigned target = before->count - 1;
+  const RowKey row{key.kind, std::string(key.name), before->slot};
+  const std::int64_t at_least_us = micros(at_least);
+  if (target == 0 && at_least_us == 0 && k.traits.hands_over) claim_for_handoff(key, before->chain_started, claim);
+  bool released = false;
+  try {
+    if (claim.waiter) {
+      switch (hand_over(k, key, owner, *before, claim.waiter)) {
+        case Handoff::kHanded:
+          claim.grant();  // it holds the hold
+          return;
+        case Handoff::kLost:
+          return;  // reported; the claim's wake lets the waiter try the row
+        case Handoff::kDeclined:
+          break;
+      }
+    }
+    if (target == 0) {
+      released = free_row(k, row, *before, at_least_us);
+    } else {
+      released = run_reconciled(
+          key.name, [&](Connection& c) { return rows_.release_to(c, row, before->hold_id, target); },
+          [&](Connection& c) {
+            const auto found = rows_.find(c, row.kind, row.name, before->hold_id);
+            if (!found) return Verdict::kNotApplied;
+            return found->state == target ? Verdict::kApplied : Verdict::kRunAgain;
+          });
+    }
+  } catch (const BackendError& e) {
+    logger_->error("dlock: could not release {} {}; it stays taken until its lease ends: {}", kind_name(key.kind),
+                   printable(key.name), e.what());
+    return;
+  }
+  if (!released) {
+    if (target == 0) {
+      report_lost(key, k.traits.reports_fence ? before->fence : 0, "found already lost at unlock");
+      // A waiter refused here because this hold looked live asks again (a
+      // claimed one is woken by the claim's resolution).
+      if (!claim.waiter) k.wake(waiters_, key.name);
+    } else {
+      note_lost(key, owner, before->generation, "found already lost at unlock");
+    }
+    return;
+  }
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: {} {} released by {}/{} (count {})", kind_name(key.kind), printable(key.name), machine_id_,
+                   owner, target);
+  if (target == 0 && !claim.waiter) k.wake(waiters_, key.name);  // else the claim's resolution is the wake
+}
+
+void Engine::claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim) {
+  if (!handoffs_enabled_.load(std::memory_order_relaxed)) return;
+  const Millis chain_bound(handoff_chain_ms_.load(std::memory_order_relaxed));
+  // (A client elsewhere that marked the row as next ends the chain too: the
+  // kind's handoff statement refuses while its mark is live.)
+  if (chain_started == SteadyTime{} || Clock::now() - chain_started < chain_bound) {
+    claim.waiter = waiters_.claim(key);
+  } else if (waiters_.has(key)) {
+    // Held back from now: the release rings inside its statement, before it
+    // returns, and a local waiter woken by that ring must not beat the
+    // other client it rang for.
+    yields_.mark(key, Clock::now() + kYieldAfterChain);
+  }
+}
+
+Engine::Handoff Engine::hand_over(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before,
+                                  const std::shared_ptr<WaiterRegistry::Parked>& claimed) {
+  // The request stays valid until the claim is resolved: its waiter waits.
+  const auto* request = static_cast<const AcquireRequest*>(claimed->handoff_request());
+  if (request == nullptr || NameKeyView(request->key) != key) return Handoff::kDeclined;  // interrupted since
+  const auto now = Clock::now();
+  if (!request->forever && now >= request->deadline) return Handoff::kDeclined;
+  if (!k.fits(before, *request)) return Handoff::kDeclined;
+  // The lease may have run out (the watchdog could not renew): let the
+  // release find out, rather than hand over what may be gone.
+  if (before.deadline <= now) return Handoff::kDeclined;
+  // The new hold is the waiter's owner's: serialize with that owner's other
+  // operations on the name (the caller holds `owner`'s stripe, which may be
+  // the same one). Never wait for it: a busy owner takes the row the usual way.
+  std::mutex& theirs = owner_mutex(k.traits.serial, key.name, request->owner);
+  std::unique_lock<std::mutex> serial(theirs, std::defer_lock);
+  if (&theirs != &owner_mutex(k.traits.serial, key.name, owner) && !serial.try_lock()) return Handoff::kDeclined;
+  if (holds_.find(key, request->owner)) return Handoff::kDeclined;  // e.g. a lost hold it still owes unlock() for
+
+  const RowKey row{key.kind, std::string(key.name), before.slot};
+  const std::uint64_t to = tagged_hold_id();
+  auto sent = Clock::now();
+  bool lost = false;
+  // A BackendError leaves the old hold in the row until its lease ends (as
+  // after a failed release); waiters elsewhere find it expired by their
+  // poll or their next bell wait.
+  const bool handed = run_reconciled(
+      key.name,
+      [&](Connection& c) {
+        sent = Clock::now();
+        return k.hand_over(*this, c, row, before.hold_id, to, *request);
+      },
+      [&](Connection& c) {
+        if (rows_.find(c, row.kind, row.name, to)) return Verdict::kApplied;
+        if (rows_.find(c, row.kind, row.name, before.hold_id)) return Verdict::kRunAgain;
+        lost = true;
+        return Verdict::kNotApplied;
+      });
+  if (!handed) {
+    // Refused: the old hold is no longer live, or the kind's rule refuses
+    // the handoff now (a read taken under the write hold). Only the first
+    // is a loss; the other releases as usual.
+    if (!lost) lost = !read([&](Connection& c) { return rows_.find(c, row.kind, row.name, before.hold_id); });
+    if (!lost) return Handoff::kDeclined;
+    report_lost(key, k.traits.reports_fence ? before.fence : 0, "found already lost at unlock (handing it over)");
+    if (before.bell_session != 0) ring_when_idle(before.bell_session);
+    return Handoff::kLost;
+  }
+  Hold next;
+  next.hold_id = to;
+  next.count = 1;
+  next.fence = before.fence != 0 ? before.fence + static_cast<std::uint64_t>(k.traits.fence_step) : 0;
+  next.watchdog = request->watchdog;
+  next.deadline = sent + request->lease;
+  next.bell_session = before.bell_session;  // the row keeps the bell: the new hold rings from the same session
+  next.slot = before.slot;
+  next.bound = request->bound;
+  next.chain_started = before.chain_started == SteadyTime{} ? sent : before.chain_started;
+  holds_.record_fresh(key, request->owner, next);
+  if (k.traits.intents != HoldKind::Traits::Intent::kNone) intent_taken(key);  // the statement cleared this client's mark
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: {} {} handed over by {}/{} to {}", kind_name(key.kind), printable(key.name), machine_id_,
+                   owner, request->owner);
+  return Handoff::kHanded;
+}
+
+bool Engine::free_row(HoldKind& k, const RowKey& row, const Hold& before, std::int64_t at_least_us) {
+  const NameKeyView key{row.kind, row.name};
+  const std::uint64_t hold_id = before.hold_id;
+  const std::uint64_t session = before.bell_session;
+  const auto free_on = [&](Connection& c, HoldRows::Marks marks, bool ring) {
+    return k.free(*this, c, row, hold_id, at_least_us, marks, ring);
+  };
+  // Whether the release applied, when its connection died: the hold gone.
+  const auto gone = [&](Connection& c) {
+    return rows_.find(c, row.kind, row.name, hold_id) ? Verdict::kRunAgain : Verdict::kApplied;
+  };
+  const auto anywhere = [&](HoldRows::Marks marks) {
+    return run_reconciled(row.name, [&](Connection& c) { return free_on(c, marks, false); }, gone);
+  };
+  // Without a bell there is nothing to ring (and nobody marks a row that
+  // records none): one statement.
+  if (session == 0) return anywhere(HoldRows::Marks::kAny);
+  // The uncontended case first: where nobody elsewhere marked the row,
+  // nothing rings. But a name found marked at its last release most likely
+  // is again (its waiter elsewhere marks every hold it waits for): for a
+  // while, the ringing release goes first (one statement, not two).
+  const bool expect_mark = waited_elsewhere_.left(key).count() > 0;
+  if (!expect_mark && anywhere(HoldRows::Marks::kUnmarked)) return true;
+  // The bell to ring is the one the row records: the hold's session's.
+  // Never wait for that session.
+  const std::optional<bool> on_bell_session = [&]() -> std::optional<bool> {
+    auto c = pool_.try_acquire_session(session);
+    if (!c || (*c)->bell.current().empty()) return std::nullopt;
+    Connection& bell_session = **c;
+    const std::string rung = bell_session.bell.current();
+    bool rang = false;
+    try {
+      rang = free_on(bell_session, expect_mark ? HoldRows::Marks::kMarked : HoldRows::Marks::kAny, true);
+      if (!rang && expect_mark) {
+        // Not marked after all (or lost): free it quietly; if a waiter
+        // marked it in between, ring after all.
+        if (free_on(bell_session, HoldRows::Marks::kUnmarked, false)) return true;
+        rang = free_on(bell_session, HoldRows::Marks::kAny, true);
+      }
+    } catch (const OutcomeUnknown&) {
+      // The session and its bell are gone; whether the row was freed, a read says.
+      return run_reconciled(row.name, [](Connection&) { return false; }, gone);
+    }
+    if (!rang) return false;  // the hold was lost
+    restamp_after_ring(bell_session, rung);
+    rang_for_waiters_elsewhere(key);
+    return true;
+  }();
+  if (on_bell_session) return *on_bell_session;
+  // Another thread is using that session (or it is gone): free the row
+  // anywhere, and ring the moment the session is returned.
+  if (expect_mark && anywhere(HoldRows::Marks::kUnmarked)) return true;
+  if (!anywhere(HoldRows::Marks::kAny)) return false;
+  ring_when_idle(session);
+  rang_for_waiters_elsewhere(key);
+  return true;
+}
+
+void Engine::rang_for_waiters_elsewhere(NameKeyView key) {
+  const auto now = Clock::now();
+  waited_elsewhere_.mark(key, now + kRingAtOnceFor);
+  // Without it, a thread here that takes the name again at once (the one
+  // that just released it, or a local waiter) is first at the row every
+  // time, and the waiter the ring woke is refused again.
+  yields_.mark(key, now + kYieldAfterChain);
+}
+
+void Engine::ring_when_idle(std::uint64_t session) {
+  pool_.run_when_idle(session, [this](Connection& c) {
+    const std::string rung = c.bell.current();
+    if (rung.empty()) return;
+    try {
+      ring(c, logger_);
+    } catch (const BackendError& e) {
+      // Not worth failing anyone: the bell goes when its session ends, and
+      // the waiters' poll covers them meanwhile.
+      logger_->debug("dlock: could not ring session bell {}: {}", rung, e.what());
+      return;
+    }
+    restamp_after_ring(c, rung);
+  });
+}
+
+void Engine::restamp_after_ring(Connection& c, const std::string& rung) {
+  const std::vector<HeldRow> others = holds_.on_session(c.session_key());
+  if (others.empty()) return;
+  const std::string* now = c.bell.current().empty() ? nullptr : &c.bell.current();
+  try {
+    rows_.restamp(c, others, rung, now);
+  } catch (const BackendError& e) {
+    // Their waiters find the old bell free and fall back to the poll.
+    logger_->debug("dlock: could not move {} hold(s) to session bell {}: {}", others.size(),
+                   now != nullptr ? *now : std::string("(none)"), e.what());
+  }
+}
+
+void Engine::free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id) {
+  try {
+    with_connection([&](Connection& c) { return k.free(*this, c, row, hold_id, 0, HoldRows::Marks::kAny, false); });
+  } catch (const BackendError& e) {
+    logger_->warn("dlock: could not free {} {} after finding its hold lost; it expires with its lease: {}",
+                  kind_name(row.kind), printable(row.name), e.what());
+  }
+}
+
+std::size_t Engine::force_release(NameKeyView key) {
+  validate_name(key.name);
+  HoldKind& k = kind(key.kind);
+  CallBudget budget(options_.io_timeout);
+  // Clearing holds is idempotent: a repeat after an unknown outcome clears
+  // what is left.
+  const std::size_t cleared = read([&](Connection& c) { return k.force(*this, c, key.name); });
+  logger_->info("dlock: force-unlock of {} {} by {}: {} hold(s) cleared", kind_name(key.kind), printable(key.name),
+                machine_id_, cleared);
+  hint_free_if_held_here(key);
+  waiters_.wake_all(key);
+  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
+  if (key.kind == Kind::kRead) waiters_.wake_all(NameKeyView{Kind::kWrite, key.name});
+  return cleared;
+}
+
+}  // namespace dlock::details

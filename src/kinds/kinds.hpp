@@ -1,0 +1,25 @@
+// The kinds of hold the engine runs (engine/hold_kind.hpp): each one's
+// statements and its rule of who may have it.
+#pragma once
+
+#include <memory>
+
+#include "engine/hold_kind.hpp"
+
+namespace dlock::details {
+
+// The reentrant lock (get_lock): one row per name, one holder at a time.
+std::unique_ptr<HoldKind> make_lock_kind(const HoldRows& rows);
+// The semaphore (get_semaphore): one row per slot 0 .. bound-1, one permit
+// each, so "at most bound at once" is the primary key's doing.
+std::unique_ptr<HoldKind> make_semaphore_kind(const HoldRows& rows);
+// The two sides of the read-write lock (get_read_write_lock): the head row
+// carries the write hold and the count of read holds; each read hold is a
+// slot row of its client, counted on the head.
+struct ReadWriteKinds {
+  std::unique_ptr<HoldKind> write;
+  std::unique_ptr<HoldKind> read;
+};
+ReadWriteKinds make_read_write_kinds(const HoldRows& rows);
+
+}  // namespace dlock::details

@@ -1,0 +1,227 @@
+// The reentrant lock: row (1, name, 0). A fresh take is one conditional
+// UPDATE of a row known to exist (an upsert on a name's first use here);
+// it succeeds while the row is free or expired and no other client's
+// waiting mark is live (intent_id: a waiter that cannot be rung goes next).
+// A release, a re-entry and a renewal are the engine's generic statements.
+#include <cppconn/prepared_statement.h>
+
+#include "base/known_rows.hpp"
+#include "engine/engine.hpp"
+#include "kinds/kinds.hpp"
+#include "sql/bells.hpp"
+#include "sql/statement.hpp"
+
+namespace dlock::details {
+
+namespace {
+
+HoldKind::Traits lock_traits() {
+  HoldKind::Traits t;
+  t.kind = Kind::kLock;
+  t.serial = Kind::kLock;
+  t.intents = HoldKind::Traits::Intent::kWhenPollFinds;
+  t.blocked_by = {Kind::kLock};
+  return t;
+}
+
+class LockKind final : public HoldKind {
+ public:
+  explicit LockKind(const HoldRows& rows) : HoldKind(lock_traits()) {
+    const std::string& q = rows.quoted();
+    const std::string where = " WHERE kind = 1 AND lock_name = ? AND slot = 0";
+    // Taken while free or expired, or carrying the take's own fresh hold id:
+    // its own earlier run, met only when a statement whose outcome was
+    // unknown runs again. A fresh hold id matches no live row, so no live
+    // hold is ever taken over.
+    take_sql_ = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") +
+                ", intent_id = IF(intent_id = ?, 0, intent_id)" + where +
+                " AND (expire_time <= NOW(6) OR hold_id = ?) AND " + fragments::no_foreign_intent();
+    // ON DUPLICATE KEY UPDATE assigns left to right and later expressions
+    // see earlier assignments. So every column `takeable` reads is assigned
+    // after its last use; once hold_id is assigned, "the hold id is ours"
+    // decides the rest. A refused attempt changes no column, so the server
+    // reports 0 affected rows; 1 = inserted, 2 = taken.
+    const std::string takeable =
+        "((expire_time <= NOW(6) OR hold_id = ?) AND (intent_id = 0 OR intent_id = ? OR intent_expire <= NOW(6)))";
+    const auto if_takeable = [&](const std::string& column, const std::string& value) {
+      return column + " = IF(" + takeable + ", " + value + ", " + column + ")";
+    };
+    const std::string mine = "(hold_id = ?)";
+    upsert_sql_ = "INSERT INTO " + q +
+                  " (kind, lock_name, slot, fence, state, watchdog, owner_id, hold_id, machine_id, holder_host,"
+                  " holder_pid, acquired_at, expire_time, bell, waiters) VALUES (1, ?, 0, 1, ?, ?, ?, ?, ?, ?, ?,"
+                  " NOW(6), NOW(6) + INTERVAL ? MICROSECOND, ?, 0) ON DUPLICATE KEY UPDATE " +
+                  if_takeable("fence", "fence + 1") + ", " + if_takeable("state", "?") + ", " +
+                  if_takeable("watchdog", "?") + ", " + if_takeable("owner_id", "?") + ", " +
+                  if_takeable("machine_id", "?") + ", " + if_takeable("holder_host", "?") + ", " +
+                  if_takeable("holder_pid", "?") + ", " + if_takeable("acquired_at", "NOW(6)") + ", " +
+                  if_takeable("hold_id", "?") + ", bell = IF(" + mine + ", ?, bell), waiters = IF(" + mine +
+                  ", 0, waiters), intent_id = IF(" + mine + " AND intent_id = ?, 0, intent_id), expire_time = IF(" +
+                  mine + ", NOW(6) + INTERVAL ? MICROSECOND, expire_time)";
+    // The fence is assigned before hold_id, so its IF still sees the hold
+    // the row had: a re-run that finds its own earlier run applied adds
+    // nothing. The bell and the waiters mark stay: the new hold is rung
+    // from the old one's session.
+    hand_over_sql_ = "UPDATE " + q +
+                     " SET fence = IF(hold_id = ?, fence, fence + 1), state = 1, watchdog = ?, owner_id = ?,"
+                     " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND,"
+                     " intent_id = IF(intent_id = ?, 0, intent_id)" + where + " AND hold_id IN (?, ?) AND " +
+                     fragments::live() + " AND " + fragments::no_foreign_intent();
+    poll_sql_ = "SELECT lock_name, " + fragments::live() + ", IF(intent_expire > NOW(6), intent_id, 0) FROM " + q +
+                " WHERE kind = 1 AND slot = 0 AND lock_name IN (";
+  }
+
+  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
+    Taken t;
+    const std::string_view name = r.key.name;
+    const bool known = known_.contains(name);
+    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(r.lease).count();
+    std::int64_t changed = 0;
+    const auto statement = [&](Connection& c) {
+      // The row records this session's bell (taken on the session's first
+      // take), so its waiters elsewhere can block on it.
+      const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
+      changed = e.rows().run(c, "taking a lock", [&] {
+        auto& ps = c.prepared(known ? take_sql_ : upsert_sql_);
+        Binder b(ps);
+        if (known) {
+          bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+          b.u64(e.client_key()).text(name).u64(holder.hold_id).u64(e.client_key());
+        } else {
+          bind_upsert(b, e, name, holder, lease_us, r.watchdog, bell);
+        }
+        return execute_update(ps);
+      });
+      t.bell_session = bell != nullptr && changed > 0 ? c.session_key() : 0;
+      return changed > 0;
+    };
+    t.taken = e.run_reconciled(name, statement, [&](Connection& c) {
+      t.bell_session = 0;  // the session died, and its bell with it
+      changed = 0;
+      if (const auto row = e.rows().find(c, Kind::kLock, name, holder.hold_id)) {
+        t.fence = row->fence;
+        return Engine::Verdict::kApplied;
+      }
+      return Engine::Verdict::kRunAgain;
+    });
+    if (!known) {
+      known_.add(name);  // the upsert leaves a row either way
+      if (changed == 1) t.fence = 1;
+      return t;
+    }
+    if (!t.taken) {
+      // Refused, or the row is gone (deleted behind the client's back): look.
+      HoldRow row = e.read([&](Connection& c) { return e.rows().read(c, RowKey{Kind::kLock, std::string(name), 0}); });
+      if (!row.exists) {
+        known_.forget(name);
+        return take(e, r, holder);
+      }
+      t.seen = std::move(row);
+    }
+    return t;
+  }
+
+  Refusal refused(Engine& e, const AcquireRequest& r, const Taken& t) override {
+    const HoldRow row = t.seen ? *t.seen : e.read([&](Connection& c) {
+      return e.rows().read(c, RowKey{Kind::kLock, r.key.name, 0});
+    });
+    if (!row.live) {
+      // Free, but another client's waiter goes next: its take comes within
+      // its poll interval.
+      if (row.intent_id != 0 && row.intent_id != e.client_key()) return Refusal{row.intent_ttl_us, false};
+      return Refusal{0, false};  // freed since: try again at once
+    }
+    return Refusal{row.ttl_us.value_or(0), !e.is_this_clients(row.hold_id)};
+  }
+
+  bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
+                 const AcquireRequest& request) override {
+    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(request.lease).count();
+    return e.rows().run(c, "handing a lock over", [&] {
+             auto& ps = c.prepared(hand_over_sql_);
+             Binder(ps)
+                 .u64(to)
+                 .flag(request.watchdog)
+                 .u64(request.owner)
+                 .u64(to)
+                 .i64(lease_us)
+                 .u64(e.client_key())
+                 .text(row.name)
+                 .u64(from)
+                 .u64(to)
+                 .u64(e.client_key());
+             return execute_update(ps);
+           }) > 0;
+  }
+
+  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+    std::vector<std::string> held;
+    for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+      e.rows().run(c, "polling waited-for locks", [&] {
+        auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
+        Binder b(ps);
+        bind_texts(b, names, first, count, bucket);
+        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+        while (rs->next()) {
+          const std::string name = rs->getString(1);
+          if (rs->getInt(2) == 1) {
+            held.push_back(name);
+            continue;
+          }
+          const NameKeyView key{Kind::kLock, name};
+          e.hint_free_if_held_here(key);  // that local hold is lost
+          const std::uint64_t intent = rs->getUInt64(3);
+          if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
+        }
+        return 0;
+      });
+    });
+    return held;
+  }
+
+  bool is_locked(Engine& e, std::string_view name) override { return row(e, name).live; }
+
+  std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
+    const HoldRow r = row(e, name);
+    return r.live ? r.ttl_us : std::nullopt;
+  }
+
+ private:
+  static HoldRow row(Engine& e, std::string_view name) {
+    return e.read([&](Connection& c) { return e.rows().read(c, RowKey{Kind::kLock, std::string(name), 0}); });
+  }
+
+  static void bind_upsert(Binder& b, Engine& e, std::string_view name, const Holder& h, std::int64_t lease_us,
+                          bool watchdog, const std::string* bell) {
+    static const std::string kNoBell;
+    const std::string& bell_text = bell != nullptr ? *bell : kNoBell;
+    b.text(name).u64(1).flag(watchdog).u64(h.owner).u64(h.hold_id).text(h.label).text(h.host).u64(h.pid);
+    b.i64(lease_us).text(bell_text);
+    const auto takeable = [&] { b.u64(h.hold_id).u64(e.client_key()); };
+    takeable();                                  // fence
+    takeable(), b.u64(1);                        // state
+    takeable(), b.flag(watchdog);                // watchdog
+    takeable(), b.u64(h.owner);                  // owner_id
+    takeable(), b.text(h.label);                 // machine_id
+    takeable(), b.text(h.host);                  // holder_host
+    takeable(), b.u64(h.pid);                    // holder_pid
+    takeable();                                  // acquired_at
+    takeable(), b.u64(h.hold_id);                // hold_id
+    b.u64(h.hold_id).text(bell_text);            // bell
+    b.u64(h.hold_id);                            // waiters
+    b.u64(h.hold_id).u64(e.client_key());        // intent_id
+    b.u64(h.hold_id).i64(lease_us);              // expire_time
+  }
+
+  KnownRows known_;
+  std::string take_sql_;
+  std::string upsert_sql_;
+  std::string hand_over_sql_;
+  std::string poll_sql_;
+};
+
+}  // namespace
+
+std::unique_ptr<HoldKind> make_lock_kind(const HoldRows& rows) { return std::make_unique<LockKind>(rows); }
+
+}  // namespace dlock::details

@@ -1,0 +1,131 @@
+#include "sql/bells.hpp"
+
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "sql/statement.hpp"
+
+namespace dlock::details {
+
+const char* const kRingTerm = "0 * COALESCE(IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), 1, GET_LOCK(?, 0)) + RELEASE_LOCK(?), 0)";
+const char* const kBellWaitPrefix = "SELECT IF(IS_FREE_LOCK(";
+
+namespace {
+
+bool get_lock_now(Connection& c, const std::string& name, const std::shared_ptr<spdlog::logger>& logger) {
+  return run_statement(c, logger, "taking a session bell", [&] {
+    auto& ps = c.prepared("SELECT GET_LOCK(?, 0)");
+    Binder(ps).text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    return rs->next() && !rs->isNull(1) && rs->getInt(1) == 1;
+  });
+}
+
+}  // namespace
+
+const std::string* take_session_bell(Connection& c, const std::shared_ptr<spdlog::logger>& logger) {
+  if (!c.bell.tried()) {
+    thread_local std::mt19937_64 random(std::random_device{}());
+    std::string prefix = SessionBell::prefix_for(random());
+    bool ok = false;
+    try {
+      ok = get_lock_now(c, prefix + "0", logger);
+    } catch (const OutcomeUnknown&) {
+      throw;
+    } catch (const BackendError& e) {
+      // Not worth failing a take for: its waiters elsewhere poll instead.
+      if (logger) logger->info("dlock: could not take a session bell: {}", e.what());
+    }
+    c.bell.taken(std::move(prefix), ok);
+  }
+  return c.bell.current().empty() ? nullptr : &c.bell.current();
+}
+
+void bind_ring(Binder& b, const Connection& c) {
+  const std::string next = c.bell.next();
+  b.text(next).text(next).text(c.bell.current());
+}
+
+void rang(Connection& c, bool changed) {
+  // A statement that matched no row evaluated no user-lock call.
+  if (changed) c.bell.advanced();
+}
+
+void ring(Connection& c, const std::shared_ptr<spdlog::logger>& logger) {
+  if (c.bell.current().empty()) return;
+  bool took = false;
+  try {
+    took = run_statement(c, logger, "ringing a session bell", [&] {
+      auto& ps = c.prepared("SELECT GET_LOCK(?, 0), RELEASE_LOCK(?)");
+      Binder(ps).text(c.bell.next()).text(c.bell.current());
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      return rs->next() && !rs->isNull(1) && rs->getInt(1) == 1;
+    });
+  } catch (const BackendError&) {
+    // Which bell the session holds is unknown now (user-level locks are not
+    // transactional): closing it gives back whatever it holds.
+    c.mark_broken();
+    throw;
+  }
+  if (took) {
+    c.bell.advanced();
+  } else {
+    c.bell.lost();
+  }
+}
+
+BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
+                       const std::shared_ptr<spdlog::logger>& logger) {
+  // IS_FREE_LOCK first: a free bell means its session rang or is gone, and
+  // GET_LOCK would "ring" at once on every retry. Select-list items are
+  // evaluated left to right, so RELEASE_LOCK gives back what GET_LOCK just
+  // took (and is a no-op otherwise).
+  try {
+    return run_statement(c, logger, "waiting on a session bell", [&] {
+      auto& ps = c.prepared(std::string(kBellWaitPrefix) + "?) = 1, 2, GET_LOCK(?, ?)), RELEASE_LOCK(?)");
+      Binder(ps).text(bell).text(bell).i64(wait_seconds).text(bell);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      // MariaDB answers a KILL QUERY of GET_LOCK with NULL.
+      if (!rs->next() || rs->isNull(1)) return BellWait::kInterrupted;
+      switch (rs->getInt(1)) {
+        case 1:
+          return BellWait::kRung;
+        case 2:
+          return BellWait::kFree;
+        default:
+          return BellWait::kTimedOut;
+      }
+    });
+  } catch (const BackendError& e) {
+    // MySQL answers it with ER_QUERY_INTERRUPTED.
+    if (e.code() == mysql_error::kQueryInterrupted) return BellWait::kInterrupted;
+    throw;
+  }
+}
+
+bool interrupt_bell_wait(Connection& killer, SessionAddress session) {
+  if (killer.server_index() != session.server_index) return false;
+  try {
+    auto& ps = killer.prepared(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
+        "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND LEFT(INFO, CHAR_LENGTH(?)) = ?");
+    Binder(ps).u64(session.server_id).text(kBellWaitPrefix).text(kBellWaitPrefix);
+    bool ours = false;
+    {
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      ours = rs->next() && rs->getInt(1) == 1;
+    }
+    if (!ours) return false;
+    killer.execute_plain("KILL QUERY " + std::to_string(session.server_id));
+    return true;
+  } catch (const sql::SQLException& e) {
+    if (e.getErrorCode() == mysql_error::kUnknownThread) return false;  // ended meanwhile
+    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) killer.mark_broken();
+    throw to_backend_error(e, "interrupting a bell wait");
+  }
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,463 @@
+#include "sql/hold_rows.hpp"
+
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+
+#include <algorithm>
+
+#include "sql/bells.hpp"
+#include "sql/statement.hpp"
+
+namespace dlock::details {
+
+namespace fragments {
+
+std::string live(const std::string& a) { return a + "expire_time > NOW(6)"; }
+
+std::string row_columns(const std::string& a) {
+  return a + "kind, " + a + "lock_name, " + a + "slot, " + a + "expire_time > NOW(6), " + a + "hold_id, " + a +
+         "owner_id, " + a + "state, " + a + "watchdog, TIMESTAMPDIFF(MICROSECOND, NOW(6), " + a + "expire_time), " + a +
+         "bell, " + a + "waiters, " + a + "machine_id, " + a + "holder_host, " + a + "holder_pid, DATE_FORMAT(" + a +
+         "acquired_at, '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, " + a + "acquired_at, NOW(6)), " + a +
+         "fence, " + a + "bound, " + a + "readers, " + a + "read_epoch, IF(" + a + "intent_expire > NOW(6), " + a +
+         "intent_id, 0), TIMESTAMPDIFF(MICROSECOND, NOW(6), " + a + "intent_expire)";
+}
+
+std::string take_assignments(const std::string& a, const std::string& fence) {
+  return a + "fence = " + fence + ", " + a + "state = ?, " + a +
+         "watchdog = ?, " + a + "owner_id = ?, " + a + "hold_id = ?, " + a + "machine_id = ?, " + a +
+         "holder_host = ?, " + a + "holder_pid = ?, " + a + "acquired_at = NOW(6), " + a +
+         "expire_time = NOW(6) + INTERVAL ? MICROSECOND, " + a + "bell = ?, " + a + "waiters = 0";
+}
+
+std::string no_foreign_intent(const std::string& a) {
+  return "(" + a + "intent_id = 0 OR " + a + "intent_id = ? OR " + a + "intent_expire <= NOW(6))";
+}
+
+std::string free_assignments(const std::string& a) {
+  return a + "state = 0, " + a + "watchdog = 0, " + a + "waiters = 0, " + a + "expire_time = " + a +
+         "acquired_at + INTERVAL ? MICROSECOND";
+}
+
+}  // namespace fragments
+
+namespace {
+
+const std::string kNoBell;
+
+// A row by its key; with kAnySlot, the row of (kind, name) that the
+// statement's hold id condition picks.
+std::string key_match(const RowKey& key) {
+  return key.slot == kAnySlot ? "kind = ? AND lock_name = ?" : "kind = ? AND lock_name = ? AND slot = ?";
+}
+
+void bind_key(Binder& b, const RowKey& key) {
+  b.u64(static_cast<std::uint64_t>(key.kind)).text(key.name);
+  if (key.slot != kAnySlot) b.u64(key.slot);
+}
+
+std::string tuples(std::size_t n, const char* tuple) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) (out += i == 0 ? "" : ",") += tuple;
+  return out;
+}
+
+// Some holds matched by key and hold id in one statement: "(keys) AND
+// hold_id IN (...)". Rows with known slots go in a (kind, lock_name, slot)
+// list, the others in a (kind, lock_name) list; both use the primary key's
+// range access. Hold ids are random 64-bit values, so matching the lists
+// independently never pairs one hold's key with another's id. Each list is
+// padded to its bucket by repeating its last entry, so a connection caches
+// few variants.
+class HoldList {
+ public:
+  HoldList(const std::vector<HeldRow>& holds, std::size_t first, std::size_t count) {
+    for (std::size_t i = first; i < first + count; ++i) (holds[i].key.slot == kAnySlot ? any_ : keyed_).push_back(&holds[i]);
+    all_.reserve(count);
+    for (std::size_t i = first; i < first + count; ++i) all_.push_back(&holds[i]);
+  }
+  std::string sql() const {
+    std::string keys;
+    if (!keyed_.empty()) keys = "(kind, lock_name, slot) IN (" + tuples(in_list_bucket(keyed_.size()), "(?,?,?)") + ")";
+    if (!any_.empty())
+      keys += (keys.empty() ? "" : " OR ") + std::string("(kind, lock_name) IN (") +
+              tuples(in_list_bucket(any_.size()), "(?,?)") + ")";
+    return "(" + keys + ") AND hold_id IN (" + placeholders(in_list_bucket(all_.size())) + ")";
+  }
+  void bind(Binder& b) const {
+    const auto each = [](const std::vector<const HeldRow*>& list, auto&& fn) {
+      if (list.empty()) return;
+      for (std::size_t i = 0; i < in_list_bucket(list.size()); ++i) fn(*list[std::min(i, list.size() - 1)]);
+    };
+    each(keyed_, [&](const HeldRow& h) { bind_key(b, h.key); });
+    each(any_, [&](const HeldRow& h) { bind_key(b, h.key); });
+    each(all_, [&](const HeldRow& h) { b.u64(h.hold_id); });
+  }
+
+ private:
+  std::vector<const HeldRow*> keyed_;
+  std::vector<const HeldRow*> any_;
+  std::vector<const HeldRow*> all_;
+};
+
+template <class Each>
+void for_each_hold_chunk(const std::vector<HeldRow>& holds, Each&& each) {
+  for (std::size_t first = 0; first < holds.size(); first += kInListChunk)
+    each(HoldList(holds, first, std::min(kInListChunk, holds.size() - first)));
+}
+
+std::string kinds_in(std::size_t n) { return "kind IN (" + placeholders(n) + ")"; }
+
+void bind_kinds(Binder& b, const std::vector<Kind>& kinds) {
+  for (Kind k : kinds) b.u64(static_cast<std::uint64_t>(k));
+}
+
+}  // namespace
+
+void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lease_us, bool watchdog,
+               const std::string* bell) {
+  b.u64(state).flag(watchdog).u64(holder.owner).u64(holder.hold_id).text(holder.label).text(holder.host);
+  b.u64(holder.pid).i64(lease_us).text(bell != nullptr ? *bell : kNoBell);
+}
+
+HoldRow to_hold_row(sql::ResultSet& rs, int first) {
+  const auto col = [first](int i) { return static_cast<std::uint32_t>(first + i - 1); };
+  HoldRow row;
+  row.exists = true;
+  row.key.kind = static_cast<Kind>(rs.getUInt(col(1)));
+  row.key.name = rs.getString(col(2));
+  row.key.slot = rs.getUInt64(col(3));
+  row.live = rs.getInt(col(4)) == 1;
+  row.fence = rs.getUInt64(col(17));
+  row.bound = rs.getUInt(col(18));
+  row.readers = rs.getUInt(col(19));
+  row.read_epoch = rs.getUInt64(col(20));
+  row.intent_id = rs.getUInt64(col(21));
+  if (row.intent_id != 0) row.intent_ttl_us = rs.getInt64(col(22));
+  if (!row.live) return row;
+  row.hold_id = rs.getUInt64(col(5));
+  row.owner = rs.getUInt64(col(6));
+  row.state = rs.getUInt(col(7));
+  row.watchdog = rs.getInt(col(8)) == 1;
+  row.ttl_us = rs.getInt64(col(9));
+  row.bell = rs.getString(col(10));
+  row.marked = rs.getInt(col(11)) == 1;
+  row.machine = rs.getString(col(12));
+  row.host = rs.getString(col(13));
+  row.pid = rs.getUInt(col(14));
+  row.acquired_at = rs.getString(col(15));
+  row.held_for_us = rs.getInt64(col(16));
+  return row;
+}
+
+HoldRows::HoldRows(std::string table, std::shared_ptr<spdlog::logger> logger)
+    : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {}
+
+HoldRow HoldRows::read(Connection& c, const RowKey& key) const {
+  return run(c, "reading a row", [&] {
+    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " + key_match(key));
+    Binder b(ps);
+    bind_key(b, key);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    if (rs->next()) return to_hold_row(*rs);
+    HoldRow none;
+    none.key = key;
+    return none;
+  });
+}
+
+std::optional<HoldRow> HoldRows::find(Connection& c, Kind kind, std::string_view name, std::uint64_t hold_id) const {
+  return run(c, "reading a hold", [&]() -> std::optional<HoldRow> {
+    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ +
+                          " WHERE kind = ? AND lock_name = ? AND hold_id = ? AND " + fragments::live());
+    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name).u64(hold_id);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    if (rs->next()) return to_hold_row(*rs);
+    return std::nullopt;
+  });
+}
+
+std::vector<HoldRow> HoldRows::read_name(Connection& c, Kind kind, std::string_view name) const {
+  return run(c, "reading rows", [&] {
+    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ +
+                          " WHERE kind = ? AND lock_name = ?");
+    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    std::vector<HoldRow> rows;
+    while (rs->next()) rows.push_back(to_hold_row(*rs));
+    return rows;
+  });
+}
+
+std::vector<HoldRow> HoldRows::read_holds(Connection& c, const std::vector<HeldRow>& holds) const {
+  std::vector<HoldRow> rows;
+  for_each_hold_chunk(holds, [&](const HoldList& list) {
+    run(c, "reading rows", [&] {
+      auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " + list.sql() +
+                            " AND " + fragments::live());
+      Binder b(ps);
+      list.bind(b);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) rows.push_back(to_hold_row(*rs));
+      return 0;
+    });
+  });
+  return rows;
+}
+
+std::size_t HoldRows::count_live(Connection& c, Kind kind, std::string_view name) const {
+  return run(c, "counting holds", [&] {
+    auto& ps = c.prepared("SELECT COUNT(*) FROM " + quoted_ + " WHERE kind = ? AND lock_name = ? AND " +
+                          fragments::live());
+    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    return rs->next() ? static_cast<std::size_t>(rs->getUInt64(1)) : std::size_t{0};
+  });
+}
+
+std::vector<HoldRow> HoldRows::read_live(Connection& c, const std::vector<Kind>& kinds) const {
+  return run(c, "listing holds", [&] {
+    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " +
+                          (kinds.empty() ? std::string() : kinds_in(kinds.size()) + " AND ") + fragments::live() +
+                          " ORDER BY kind, lock_name, slot");
+    Binder b(ps);
+    bind_kinds(b, kinds);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    std::vector<HoldRow> rows;
+    while (rs->next()) rows.push_back(to_hold_row(*rs));
+    return rows;
+  });
+}
+
+bool HoldRows::retake(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
+                      bool watchdog) const {
+  return run(c, "re-entering a hold", [&] {
+           auto& ps = c.prepared("UPDATE " + quoted_ +
+                                 " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                                 key_match(key) + " AND hold_id = ? AND " + fragments::live());
+           Binder b(ps);
+           b.u64(state).flag(watchdog).i64(lease_us);
+           bind_key(b, key);
+           b.u64(hold_id);
+           return execute_update(ps);
+         }) > 0;
+}
+
+bool HoldRows::release_to(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state) const {
+  return run(c, "releasing a hold", [&] {
+           auto& ps = c.prepared("UPDATE " + quoted_ + " SET state = ? WHERE " + key_match(key) + " AND hold_id = ? AND " +
+                                 fragments::live());
+           Binder b(ps);
+           b.u64(state);
+           bind_key(b, key);
+           b.u64(hold_id);
+           return execute_update(ps);
+         }) > 0;
+}
+
+bool HoldRows::free(Connection& c, const RowKey& key, std::uint64_t hold_id, std::int64_t at_least_us, Marks marks,
+                    bool ring) const {
+  // The ring is the first assignment ("0 * ..." keeps state at 0): the bell
+  // is given back while the statement still holds the row lock, so a woken
+  // waiter's attempt waits for that lock and then reads the freed row.
+  const char* marked = marks == Marks::kMarked ? " AND waiters = 1" : marks == Marks::kUnmarked ? " AND waiters = 0" : "";
+  bool changed = false;
+  try {
+    changed = run(c, "releasing a hold", [&] {
+                auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
+                                      fragments::free_assignments() + " WHERE " + key_match(key) + " AND hold_id = ? AND " +
+                                      fragments::live() + marked);
+                Binder b(ps);
+                if (ring) bind_ring(b, c);
+                b.i64(at_least_us);
+                bind_key(b, key);
+                b.u64(hold_id);
+                return execute_update(ps);
+              }) > 0;
+  } catch (const BackendError&) {
+    if (ring) c.mark_broken();  // which bell the session holds is unknown now
+    throw;
+  }
+  if (ring) rang(c, changed);
+  return changed;
+}
+
+std::size_t HoldRows::renew(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const {
+  std::size_t renewed = 0;
+  for_each_hold_chunk(holds, [&](const HoldList& list) {
+    renewed += static_cast<std::size_t>(run(c, "renewing leases", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ + " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                            list.sql() + " AND watchdog = 1 AND " + fragments::live());
+      Binder b(ps);
+      b.i64(lease_us);
+      list.bind(b);
+      return execute_update(ps);
+    }));
+  });
+  return renewed;
+}
+
+std::size_t HoldRows::renew_skipping_locked(Connection& c, const std::vector<HeldRow>& holds,
+                                            std::int64_t lease_us) const {
+  std::size_t renewed = 0;
+  for_each_hold_chunk(holds, [&](const HoldList& list) {
+    renewed += static_cast<std::size_t>(run(c, "renewing leases around locked rows", [&] {
+      c.execute_plain("START TRANSACTION");
+      try {
+        std::vector<HeldRow> unlocked;
+        {
+          auto& ps = c.prepared("SELECT kind, lock_name, slot, hold_id FROM " + quoted_ + " WHERE " + list.sql() +
+                                " AND watchdog = 1 FOR UPDATE SKIP LOCKED");
+          Binder b(ps);
+          list.bind(b);
+          std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+          while (rs->next())
+            unlocked.push_back(
+                HeldRow{RowKey{static_cast<Kind>(rs->getUInt(1)), rs->getString(2), rs->getUInt64(3)}, rs->getUInt64(4)});
+        }
+        std::int64_t n = 0;
+        if (!unlocked.empty()) {
+          const HoldList rows(unlocked, 0, unlocked.size());
+          auto& ps = c.prepared("UPDATE " + quoted_ + " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                                rows.sql() + " AND watchdog = 1 AND " + fragments::live());
+          Binder b(ps);
+          b.i64(lease_us);
+          rows.bind(b);
+          n = execute_update(ps);
+        }
+        c.execute_plain("COMMIT");
+        return n;
+      } catch (...) {
+        try {
+          c.execute_plain("ROLLBACK");
+        } catch (const sql::SQLException&) {
+          c.mark_broken();
+        }
+        throw;
+      }
+    }));
+  });
+  return renewed;
+}
+
+std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds) const {
+  std::size_t freed = 0;
+  for_each_hold_chunk(holds, [&](const HoldList& list) {
+    freed += static_cast<std::size_t>(run(c, "releasing this client's holds", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + fragments::free_assignments() + " WHERE " + list.sql() +
+                            " AND " + fragments::live());
+      Binder b(ps);
+      b.i64(0);
+      list.bind(b);
+      return execute_update(ps);
+    }));
+  });
+  return freed;
+}
+
+std::size_t HoldRows::restamp(Connection& c, const std::vector<HeldRow>& holds, const std::string& from,
+                              const std::string* to) const {
+  std::size_t moved = 0;
+  for_each_hold_chunk(holds, [&](const HoldList& list) {
+    moved += static_cast<std::size_t>(run(c, "re-stamping a session bell", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ + " SET bell = ? WHERE " + list.sql() + " AND bell = ?");
+      Binder b(ps);
+      b.text(to != nullptr ? *to : kNoBell);
+      list.bind(b);
+      b.text(from);
+      return execute_update(ps);
+    }));
+  });
+  return moved;
+}
+
+std::vector<HoldRows::Watched> HoldRows::watched(Connection& c, const std::vector<Kind>& kinds,
+                                                 std::string_view name) const {
+  return run(c, "reading a waited-for row", [&] {
+    auto& ps = c.prepared("SELECT kind, slot, hold_id, bell, waiters FROM " + quoted_ + " WHERE " +
+                          kinds_in(kinds.size()) + " AND lock_name = ? AND " + fragments::live() +
+                          " ORDER BY expire_time");
+    Binder b(ps);
+    bind_kinds(b, kinds);
+    b.text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    std::vector<Watched> out;
+    while (rs->next()) {
+      out.push_back(Watched{static_cast<Kind>(rs->getUInt(1)), rs->getUInt64(2), rs->getUInt64(3),
+                            rs->getString(4), rs->getInt(5) == 1});
+    }
+    return out;
+  });
+}
+
+std::size_t HoldRows::mark(Connection& c, const std::vector<Kind>& kinds, std::string_view name,
+                           std::uint64_t own_tag) const {
+  // Matched by the row, not the hold id: a local handoff makes a new hold
+  // but keeps the bell and the mark, so on a hot lock the mark still lands,
+  // and the release that ends the chain rings.
+  return static_cast<std::size_t>(run(c, "marking rows as waited for", [&] {
+    auto& ps = c.prepared("UPDATE " + quoted_ + " SET waiters = 1 WHERE " + kinds_in(kinds.size()) +
+                          " AND lock_name = ? AND waiters = 0 AND bell <> '' AND hold_id >> 48 <> ? AND " +
+                          fragments::live());
+    Binder b(ps);
+    bind_kinds(b, kinds);
+    b.text(name).u64(own_tag);
+    return execute_update(ps);
+  }));
+}
+
+std::vector<std::string> HoldRows::set_intent(Connection& c, Kind kind, const std::vector<std::string>& names,
+                                              std::uint64_t client_key, std::int64_t lease_us) const {
+  std::vector<std::string> held;
+  for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+    const auto changed = run(c, "marking a waiting client", [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ +
+                            " SET intent_id = ?, intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE kind = ? AND"
+                            " slot = 0 AND lock_name IN (" + placeholders(bucket) + ") AND " +
+                            fragments::no_foreign_intent());
+      Binder b(ps);
+      b.u64(client_key).i64(lease_us).u64(static_cast<std::uint64_t>(kind));
+      bind_texts(b, names, first, count, bucket);
+      b.u64(client_key);
+      return execute_update(ps);
+    });
+    if (static_cast<std::size_t>(changed) == count) {
+      held.insert(held.end(), names.begin() + static_cast<std::ptrdiff_t>(first),
+                  names.begin() + static_cast<std::ptrdiff_t>(first + count));
+      return;
+    }
+    if (changed == 0 && count == 1) return;
+    run(c, "reading waiting clients", [&] {
+      auto& ps = c.prepared("SELECT lock_name FROM " + quoted_ + " WHERE kind = ? AND slot = 0 AND lock_name IN (" +
+                            placeholders(bucket) + ") AND intent_id = ? AND intent_expire > NOW(6)");
+      Binder b(ps);
+      b.u64(static_cast<std::uint64_t>(kind));
+      bind_texts(b, names, first, count, bucket);
+      b.u64(client_key);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      while (rs->next()) held.push_back(rs->getString(1));
+      return 0;
+    });
+  });
+  return held;
+}
+
+void HoldRows::clear_intent(Connection& c, Kind kind, std::string_view name, std::uint64_t client_key) const {
+  run(c, "unmarking a waiting client", [&] {
+    auto& ps = c.prepared("UPDATE " + quoted_ + " SET intent_id = 0 WHERE kind = ? AND lock_name = ? AND slot = 0"
+                          " AND intent_id = ?");
+    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name).u64(client_key);
+    return execute_update(ps);
+  });
+}
+
+std::size_t HoldRows::force(Connection& c, Kind kind, std::string_view name) const {
+  return static_cast<std::size_t>(run(c, "force-unlocking", [&] {
+    auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + fragments::free_assignments() +
+                          " WHERE kind = ? AND lock_name = ? AND " + fragments::live());
+    Binder(ps).i64(0).u64(static_cast<std::uint64_t>(kind)).text(name);
+    return execute_update(ps);
+  }));
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,212 @@
+// The statements every kind of hold shares, over the lock table's rows
+// (sql/schema.hpp): one list of hold columns, one way to read a row, to
+// re-enter, release, free, renew and mark a hold. What differs between
+// kinds (how a hold is taken, handed over, polled for) is in src/kinds/,
+// built from the fragments below.
+//
+// A hold is live while its row's expire_time is ahead of the server's
+// clock (NOW(6)). Every statement of a hold matches its random hold id
+// (base/identity.hpp) and its live lease, so a statement of a hold that
+// was lost never touches the next holder's row. A release moves the lease
+// into the past and leaves the other columns as they are, so it updates
+// the record in place (no column changes its length); reads show no holder
+// for a row that is not live. Hold counts are written as absolute values
+// ("state = 3"), so re-running a statement whose outcome was unknown
+// cannot make the count drift.
+//
+// Each method runs one statement (IN-list methods one per chunk of up to
+// kInListChunk rows) through run_statement's retry rule and throws
+// BackendError, or OutcomeUnknown for a lost connection: the caller
+// reconciles (engine/reconcile.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/keys.hpp"
+#include "sql/connection.hpp"
+
+namespace spdlog {
+class logger;
+}
+namespace sql {
+class ResultSet;
+}
+
+namespace dlock::details {
+
+class Binder;
+
+// Who writes a hold into a row.
+struct Holder {
+  std::string_view label;  // machine_id: the client's label, for operators
+  std::uint64_t owner;     // owner_id: the owner within that client
+  std::uint64_t hold_id;   // random, one per hold taken
+  std::string_view host;   // holder_host (operators)
+  std::uint32_t pid = 0;   // holder_pid (operators)
+};
+
+// A row as one read sees it.
+struct HoldRow {
+  RowKey key;
+  bool exists = false;
+  bool live = false;  // its lease runs, by the server's clock
+  // The hold's columns; meaningful while live (a free row shows none).
+  std::uint64_t hold_id = 0;
+  std::uint64_t owner = 0;
+  unsigned state = 0;  // 0 for a name held on after its release (unlock_at_least)
+  bool watchdog = false;
+  std::optional<std::int64_t> ttl_us;  // lease left, while live
+  std::string bell;                    // empty: none
+  bool marked = false;                 // a waiter elsewhere waits for its bell
+  std::string machine;
+  std::string host;
+  std::uint32_t pid = 0;
+  std::string acquired_at;  // "YYYY-MM-DDThh:mm:ss.ffffff", server time (UTC)
+  std::optional<std::int64_t> held_for_us;
+  // Always meaningful.
+  std::uint64_t fence = 0;  // the current or last hold's token
+  std::uint32_t bound = 0;  // a semaphore slot: the bound its permit was taken under
+  std::uint32_t readers = 0;  // a read-write lock: read holds counted
+  std::uint64_t read_epoch = 0;
+  std::uint64_t intent_id = 0;  // a client whose waiter goes next; 0: none live
+  std::int64_t intent_ttl_us = 0;
+
+  bool held_by(std::uint64_t id) const { return live && id != 0 && hold_id == id; }
+};
+
+// A hold of this client as the IN-list statements bind it (its key's slot
+// may be kAnySlot: then the hold id finds its row among the name's).
+struct HeldRow {
+  RowKey key;
+  std::uint64_t hold_id = 0;
+};
+
+// SQL fragments the kinds build their statements from. `a` is a table
+// alias with its dot ("r."), or empty.
+namespace fragments {
+// The hold's lease runs.
+std::string live(const std::string& a = "");
+// The columns HoldRow reads, in its order.
+std::string row_columns(const std::string& a = "");
+// A hold taken anew, its fence set to `fence` (an expression: "fence + 1");
+// binds state, watchdog, owner, hold id, label, host, pid, lease (us), bell
+// (bind_hold).
+std::string take_assignments(const std::string& a, const std::string& fence);
+// No intent of another client is live (binds the client's key once).
+std::string no_foreign_intent(const std::string& a = "");
+// Frees the hold: count 0, no renewal, no mark, lease moved to its grant
+// plus a time bound as `at_least` (0: into the past).
+std::string free_assignments(const std::string& a = "");
+}  // namespace fragments
+
+// Binds what fragments::take_assignments takes.
+void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lease_us, bool watchdog,
+               const std::string* bell);
+// Reads a HoldRow from `rs`, whose columns from `first` on are
+// fragments::row_columns.
+HoldRow to_hold_row(sql::ResultSet& rs, int first = 1);
+
+class HoldRows {
+ public:
+  HoldRows(std::string table, std::shared_ptr<spdlog::logger> logger);
+
+  const std::string& table() const { return table_; }
+  const std::string& quoted() const { return quoted_; }
+  const std::shared_ptr<spdlog::logger>& logger() const { return logger_; }
+  // Runs `body` (one statement) with the retry rule of run_statement.
+  template <class Body>
+  auto run(Connection& c, const char* what, Body&& body) const;
+
+  // ---- reads
+  // The row (exists == false when there is none).
+  HoldRow read(Connection& c, const RowKey& key) const;
+  // The live row of (kind, name) that carries `hold_id` (reconciliation:
+  // whether a statement of that hold applied).
+  std::optional<HoldRow> find(Connection& c, Kind kind, std::string_view name, std::uint64_t hold_id) const;
+  // The rows of (kind, name): a semaphore's slots, a read-write lock's read holds.
+  std::vector<HoldRow> read_name(Connection& c, Kind kind, std::string_view name) const;
+  // The live rows of these holds.
+  std::vector<HoldRow> read_holds(Connection& c, const std::vector<HeldRow>& holds) const;
+  // How many rows of (kind, name) are live.
+  std::size_t count_live(Connection& c, Kind kind, std::string_view name) const;
+  // Every live row of `kinds` (all when empty), by kind and name (operator tools).
+  std::vector<HoldRow> read_live(Connection& c, const std::vector<Kind>& kinds) const;
+
+  // ---- one hold
+  // Re-entry: count `state`, lease restarted in mode `watchdog`, while the
+  // hold is live. False: it is not.
+  bool retake(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
+              bool watchdog) const;
+  // Release down to `state` > 0 while the hold is live. False: it is not.
+  bool release_to(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state) const;
+  enum class Marks { kAny, kUnmarked, kMarked };
+  // Frees the live hold (fragments::free_assignments) where `marks` allows;
+  // `ring`: ringing `c`'s bell in the same statement. False: nothing
+  // changed (the hold was lost, or the marks did not match).
+  bool free(Connection& c, const RowKey& key, std::uint64_t hold_id, std::int64_t at_least_us, Marks marks,
+            bool ring) const;
+
+  // ---- many holds (the watchdog, shutdown, bells)
+  // Restarts the leases of these live watchdog-mode holds; how many rows.
+  std::size_t renew(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const;
+  // The same, skipping rows another transaction has locked (SELECT ... FOR
+  // UPDATE SKIP LOCKED, then the UPDATE, in one transaction): the watchdog's
+  // way around a row locked by a foreign transaction.
+  std::size_t renew_skipping_locked(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const;
+  // Frees these live holds (shutdown); how many.
+  std::size_t free_all(Connection& c, const std::vector<HeldRow>& holds) const;
+  // Live holds among `holds` that record bell `from` record `to` instead
+  // (after their session's bell moved on).
+  std::size_t restamp(Connection& c, const std::vector<HeldRow>& holds, const std::string& from,
+                      const std::string* to) const;
+
+  // ---- waiters elsewhere
+  // A live hold's row as a waiter's watcher sees it.
+  struct Watched {
+    Kind kind = Kind::kLock;
+    std::uint64_t slot = 0;
+    std::uint64_t hold_id = 0;
+    std::string bell;
+    bool marked = false;
+  };
+  // The live rows of `kinds` of `name`, the soonest to expire first.
+  std::vector<Watched> watched(Connection& c, const std::vector<Kind>& kinds, std::string_view name) const;
+  // Marks the live rows of `kinds` of `name` that record a bell, and whose
+  // hold ids do not carry `own_tag` (base/identity.hpp: the rows of the
+  // marking client's own holds, whose releases wake its waiters locally),
+  // as waited for, so their releases ring; how many changed.
+  std::size_t mark(Connection& c, const std::vector<Kind>& kinds, std::string_view name, std::uint64_t own_tag) const;
+  // This client's intent on these rows: its waiter goes next (takes by
+  // other clients are refused while it is live), unless another client's
+  // intent is live there. Returns the names it holds the intent on now.
+  std::vector<std::string> set_intent(Connection& c, Kind kind, const std::vector<std::string>& names,
+                                      std::uint64_t client_key, std::int64_t lease_us) const;
+  void clear_intent(Connection& c, Kind kind, std::string_view name, std::uint64_t client_key) const;
+
+  // ---- operator tools
+  // Frees every live hold of (kind, name); how many.
+  std::size_t force(Connection& c, Kind kind, std::string_view name) const;
+
+ private:
+  std::string table_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::string quoted_;
+};
+
+}  // namespace dlock::details
+
+#include "sql/statement.hpp"
+
+namespace dlock::details {
+
+template <class Body>
+auto HoldRows::run(Connection& c, const char* what, Body&& body) const {
+  return run_statement(c, logger_, what, std::forward<Body>(body));
+}
+
+}  // namespace dlock::details

@@ -1,0 +1,150 @@
+// The waiter's side of fast wake-up (Options::fast_wakeup): a few dedicated
+// connections that block in GET_LOCK on the session bells of the holds
+// local waiters wait behind (sql/bells.hpp), one connection per (waited
+// kind and name, bell).
+//
+// A round of a watch: read the live rows that block the waiter (the kinds
+// its kind is blocked by, e.g. a writer by the head row and the read
+// holds), keep those of other clients (this client's own releases wake its
+// waiters locally), mark them as waited for (so their releases ring), and
+// block on a bell. Holds of several sessions (a semaphore's permits, a
+// read-write lock's readers) ring several bells: the first connection of a
+// name takes the bell of the hold that expires first and hands the others
+// (up to kBellsPerName) to free connections. When a bell rings, the local
+// waiters of the name are woken and try the row again; a refused waiter
+// arms the watch again. No foreign hold left when the watch looks: the
+// waiters are woken at once (the hold ended before the mark could land). A foreign hold without a bell (fast wake-up off there): woken
+// once, then the name is left to the poller until a ring or a timeout
+// shows a bell again, so a holder without one never causes a busy loop.
+// Right after a real ring a free bell means the release rang before its
+// commit was visible: the waiters are woken again a few times with a
+// growing pause.
+//
+// The row stays the only truth. A spurious ring costs one refused
+// attempt; a missed one (a holder with no bell, a bell whose session died,
+// a release on a bell other than the one watched, no free connection)
+// costs at most one poll interval, because the poller keeps running.
+//
+// Thread safety: every public member is safe to call concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/keys.hpp"
+#include "sql/bells.hpp"
+#include "sql/connection.hpp"
+#include "sql/hold_rows.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace dlock::details {
+
+class BellWatcher {
+ public:
+  struct Hooks {
+    // Wakes the local waiters of `key` (called from a watcher thread).
+    std::function<void(const NameKey& key)> ring;
+    // True while some local waiter waits for `key`.
+    std::function<bool(const NameKey& key)> waited;
+    // Interrupts the statement running on `session` (KILL QUERY) from some
+    // other connection, only if `still_waiting()` is true when the KILL is
+    // about to be sent (it may run later, on another thread).
+    std::function<void(SessionAddress session, std::function<bool()> still_waiting)> interrupt;
+    // The kinds of rows whose holds keep a waiter of `kind` out.
+    std::function<std::vector<Kind>(Kind kind)> blockers;
+  };
+
+  // A dedicated connection unused this long is closed (and opened again
+  // when next needed).
+  static constexpr std::chrono::milliseconds kCloseIdleAfter{60'000};
+  // Most bells watched for one waited name at once.
+  static constexpr std::size_t kBellsPerName = 3;
+
+  // `slots`: most dedicated connections. `wait_seconds`: longest single
+  // GET_LOCK wait (below the connections' read timeout). `own_tag`: the
+  // top 16 bits of this client's hold ids (base/identity.hpp).
+  BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::size_t slots,
+              int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
+              std::chrono::milliseconds close_idle_after = kCloseIdleAfter);
+  // Interrupts every waiting session and joins the threads.
+  ~BellWatcher();
+  BellWatcher(const BellWatcher&) = delete;
+  BellWatcher& operator=(const BellWatcher&) = delete;
+
+  // A local waiter of `key` was just refused by a hold of another client:
+  // watch if a connection is free and none watches `key` yet; otherwise
+  // queue it for the next connection that frees up (the poller covers it
+  // meanwhile). Never blocks on the database.
+  void arm(const NameKey& key);
+  // No local waiter waits for `key` any more: stop watching it.
+  void disarm(const NameKey& key);
+
+ private:
+  struct Slot {
+    std::thread thread;
+    std::unique_ptr<Connection> connection;  // touched by the slot's thread only
+    std::uint64_t server_id = 0;             // of `connection`, readable under mutex_
+    std::size_t server_index = 0;
+    std::optional<NameKey> key;              // empty: idle
+    std::string bell;                        // empty: not chosen yet (the name's scout)
+    bool blocked = false;                    // inside a round
+    bool cancelled = false;                  // disarm() interrupted it
+    // Number of the wait in progress, 0 between waits; shared with
+    // interrupt jobs so a late one can tell its wait has ended.
+    std::shared_ptr<std::atomic<std::uint64_t>> waiting = std::make_shared<std::atomic<std::uint64_t>>(0);
+    std::uint64_t waits = 0;
+  };
+  // What a round found.
+  enum class Round { kRung, kReleased, kNoBell, kTimedOut, kInterrupted, kCovered };
+  Round watch(Connection& c, Slot& slot, const NameKey& key);
+  // Under no lock: takes the bell `slot` watches among `bells` (foreign,
+  // the soonest to expire first), and hands others to free connections.
+  // Empty: every one is watched by another connection already.
+  std::string choose_bell(Slot& slot, const NameKey& key, const std::vector<std::string>& bells);
+  static std::function<bool()> still_waiting(const Slot& slot);
+  void run(Slot& slot);
+  // The result of a round, under mutex_. True: keep watching.
+  bool settle(Slot& slot, Round round, bool& ring_now, std::chrono::milliseconds& ring_delay);
+  void assign(Slot& slot, const NameKey& key, const std::string& bell);  // under mutex_
+  void unassign(Slot& slot);                                             // under mutex_
+  void adopt_queued(Slot& slot);               // under mutex_
+
+  const ConnectionSettings settings_;
+  const HoldRows& rows_;
+  const std::uint64_t own_tag_;
+  const int wait_seconds_;
+  const std::chrono::milliseconds close_idle_after_;
+  const std::shared_ptr<spdlog::logger> logger_;
+  const Hooks hooks_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  // Keys whose blockers were last found without a bell: not woken again
+  // until a ring or a timeout shows a bell.
+  NameKeyMap<bool> silent_;
+  // Keys whose bell rang a moment ago (see the header comment).
+  struct AfterRing {
+    std::chrono::steady_clock::time_point at;
+    int free_seen = 0;
+  };
+  NameKeyMap<AfterRing> after_ring_;
+  static constexpr int kReleaseInFlightRetries = 6;
+  NameKeyMap<std::vector<Slot*>> watching_;
+  std::vector<NameKey> queued_;  // armed while every connection was busy, oldest first
+};
+
+}  // namespace dlock::details
