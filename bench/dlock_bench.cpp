@@ -47,8 +47,7 @@
 
 #include "child_process.hpp"
 #include "thread_count.hpp"
-#include "core/client_access.hpp"
-#include "sql/connection.hpp"
+#include "api/tools.hpp"
 #include "contenders.hpp"
 
 namespace dlock::bench {
@@ -179,13 +178,29 @@ class Report {
   std::vector<Goal> goals_;
 };
 
-std::string fmt(double v, int digits = 3) {
+std::string num(double v, int digits = 3) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
 
 // ------------------------------------------------------------------ scenarios
+
+// Every table of the benchmark's (named bench...) is made afresh by each run:
+// one left by an earlier dlock version would be refused.
+void drop_bench_tables(const std::string& url) {
+  auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
+  std::vector<std::pair<std::string, std::string>> found;
+  {
+    std::unique_ptr<sql::ResultSet> rs(
+        c->prepared("SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+                    " AND TABLE_NAME LIKE 'bench%'")
+            .executeQuery());
+    while (rs->next()) found.emplace_back(rs->getString(1), rs->getString(2));
+  }
+  for (const auto& [table, type] : found)
+    c->execute_plain(std::string(type == "VIEW" ? "DROP VIEW `" : "DROP TABLE `") + table + "`");
+}
 
 struct Bench {
   std::string url;
@@ -195,6 +210,7 @@ struct Bench {
   std::map<std::string, std::unique_ptr<Contender>> contenders;
 
   explicit Bench(const std::string& u, bool q) : url(u), quick(q), stats(u) {
+    drop_bench_tables(u);
     for (const auto& n : contender_names()) contenders[n] = make_contender(n, url);
     for (const auto& n : rw_contender_names()) contenders[n] = make_contender(n, url);
   }
@@ -268,39 +284,39 @@ struct Bench {
     std::string json = "{";
     for (const auto& name : order) {
       const auto s = summarize(samples[name]);
-      rows.push_back({name, fmt(statements[name], 2), fmt(s.median), fmt(s.p99), fmt(s.median / floor_median, 2)});
-      json += "\"" + name + "\": {\"statements\": " + fmt(statements[name], 2) + ", \"median_ms\": " + fmt(s.median) +
-              ", \"p99_ms\": " + fmt(s.p99) + "}, ";
+      rows.push_back({name, num(statements[name], 2), num(s.median), num(s.p99), num(s.median / floor_median, 2)});
+      json += "\"" + name + "\": {\"statements\": " + num(statements[name], 2) + ", \"median_ms\": " + num(s.median) +
+              ", \"p99_ms\": " + num(s.p99) + "}, ";
     }
     report.table({"contender", "statements / cycle", "median ms", "p99 ms", "median vs floor"}, rows);
     report.json("uncontended", json.substr(0, json.size() - 2) + "}");
     for (const char* d : {"dlock-watchdog", "dlock-lease"}) {
       report.goal({std::string("uncontended cycle, ") + d + ": exactly 2 statements (floor: " +
-                       fmt(statements["floor"], 0) + ")",
-                   fmt(statements[d], 2), statements[d] == 2.0, true});
+                       num(statements["floor"], 0) + ")",
+                   num(statements[d], 2), statements[d] == 2.0, true});
       const double ratio = summarize(samples[d]).median / floor_median;
-      report.goal({std::string("uncontended latency, ") + d + ": <= 1.05 x floor", fmt(ratio, 2) + " x",
+      report.goal({std::string("uncontended latency, ") + d + ": <= 1.05 x floor", num(ratio, 2) + " x",
                    ratio <= 1.05, false});
     }
-    report.goal({"seed design: 3 or more statements per cycle", fmt(statements["seed"], 2),
+    report.goal({"seed design: 3 or more statements per cycle", num(statements["seed"], 2),
                  statements["seed"] >= 3.0, true});
     const double async_ratio = summarize(samples["dlock-async"]).median / summarize(samples["dlock-watchdog"]).median;
-    report.goal({"uncontended cycle, dlock-async: exactly 2 statements", fmt(statements["dlock-async"], 2),
+    report.goal({"uncontended cycle, dlock-async: exactly 2 statements", num(statements["dlock-async"], 2),
                  statements["dlock-async"] == 2.0, true});
-    report.goal({"uncontended latency, dlock-async: <= 1.15 x dlock-watchdog (synchronous)", fmt(async_ratio, 2) + " x",
+    report.goal({"uncontended latency, dlock-async: <= 1.15 x dlock-watchdog (synchronous)", num(async_ratio, 2) + " x",
                  async_ratio <= 1.15, false});
     report.goal({"uncontended cycle, dlock-semaphore (acquire + release of a permit): exactly 2 statements",
-                 fmt(statements["dlock-semaphore"], 2), statements["dlock-semaphore"] == 2.0, true});
+                 num(statements["dlock-semaphore"], 2), statements["dlock-semaphore"] == 2.0, true});
     const double semaphore_ratio = summarize(samples["dlock-semaphore"]).median / floor_median;
-    report.goal({"uncontended latency, dlock-semaphore: <= 1.10 x floor", fmt(semaphore_ratio, 2) + " x",
+    report.goal({"uncontended latency, dlock-semaphore: <= 1.10 x floor", num(semaphore_ratio, 2) + " x",
                  semaphore_ratio <= 1.10, false});
     report.goal({"uncontended cycle, dlock-read (read lock + unlock): exactly 2 statements",
-                 fmt(statements["dlock-read"], 2), statements["dlock-read"] == 2.0, true});
+                 num(statements["dlock-read"], 2), statements["dlock-read"] == 2.0, true});
     report.goal({"uncontended cycle, dlock-write (write lock + unlock, no reader): exactly 2 statements",
-                 fmt(statements["dlock-write"], 2), statements["dlock-write"] == 2.0, true});
+                 num(statements["dlock-write"], 2), statements["dlock-write"] == 2.0, true});
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"session bells' cost, uncontended: dlock-watchdog <= 1.03 x dlock-no-wakeup",
-                 fmt(doorbell_cost, 2) + " x", doorbell_cost <= 1.03, false});
+                 num(doorbell_cost, 2) + " x", doorbell_cost <= 1.03, false});
   }
 
   // 2. Reentrant acquire and release.
@@ -329,12 +345,12 @@ struct Bench {
       s->unlock("reentrant");
       const double a = summarize(acquire_statements).median;
       const double r = summarize(release_statements).median;
-      rows.push_back({name, fmt(a, 2), fmt(summarize(acquire_ms).median), fmt(r, 2), fmt(summarize(release_ms).median)});
-      json += std::string("\"") + name + "\": {\"acquire_statements\": " + fmt(a, 2) +
-              ", \"release_statements\": " + fmt(r, 2) + "}, ";
+      rows.push_back({name, num(a, 2), num(summarize(acquire_ms).median), num(r, 2), num(summarize(release_ms).median)});
+      json += std::string("\"") + name + "\": {\"acquire_statements\": " + num(a, 2) +
+              ", \"release_statements\": " + num(r, 2) + "}, ";
       if (std::string(name).rfind("dlock", 0) == 0) {
-        report.goal({std::string("reentrant acquire, ") + name + ": 1 statement", fmt(a, 2), a == 1.0, true});
-        report.goal({std::string("reentrant release, ") + name + ": 1 statement", fmt(r, 2), r == 1.0, true});
+        report.goal({std::string("reentrant acquire, ") + name + ": 1 statement", num(a, 2), a == 1.0, true});
+        report.goal({std::string("reentrant release, ") + name + ": 1 statement", num(r, 2), r == 1.0, true});
       }
     }
     report.table({"contender", "acquire statements", "acquire median ms", "release statements", "release median ms"},
@@ -428,9 +444,9 @@ struct Bench {
     std::sort(totals.begin(), totals.end());
     const auto [total, share] = totals[totals.size() / 2];
     report.table({"contender", "cycles / s (both processes)", "slower process's share"},
-                 {{"dlock-watchdog", fmt(total, 0), fmt(share, 2)}});
+                 {{"dlock-watchdog", num(total, 0), num(share, 2)}});
     report.json("one_name_two_processes",
-                "{\"dlock-watchdog\": {\"cycles_per_s\": " + fmt(total, 1) + ", \"slower_share\": " + fmt(share, 2) + "}}");
+                "{\"dlock-watchdog\": {\"cycles_per_s\": " + num(total, 1) + ", \"slower_share\": " + num(share, 2) + "}}");
   }
 
   void throughput() {
@@ -472,21 +488,21 @@ struct Bench {
     dat << "\n";
     for (int threads : thread_counts) {
       dat << threads;
-      for (const auto& name : contender_names()) dat << " " << fmt(result[name][threads], 1);
+      for (const auto& name : contender_names()) dat << " " << num(result[name][threads], 1);
       dat << "\n";
     }
     for (const auto& name : names) {
-      rows.push_back({name, fmt(result[name][1], 0), fmt(result[name][4], 0), fmt(result[name][16], 0),
-                      fmt(result[name][-2], 0)});
-      json += "\"" + name + "\": {\"1\": " + fmt(result[name][1], 1) + ", \"4\": " + fmt(result[name][4], 1) +
-              ", \"16\": " + fmt(result[name][16], 1) + ", \"2x8_processes\": " + fmt(result[name][-2], 1) + "}, ";
+      rows.push_back({name, num(result[name][1], 0), num(result[name][4], 0), num(result[name][16], 0),
+                      num(result[name][-2], 0)});
+      json += "\"" + name + "\": {\"1\": " + num(result[name][1], 1) + ", \"4\": " + num(result[name][4], 1) +
+              ", \"16\": " + num(result[name][16], 1) + ", \"2x8_processes\": " + num(result[name][-2], 1) + "}, ";
     }
     report.table({"contender", "1 thread", "4 threads", "16 threads", "2 processes x 8 threads"}, rows);
     report.json("throughput", json.substr(0, json.size() - 2) + "}");
     for (const auto& [threads, label] : {std::pair{16, "16-thread"}, std::pair{-2, "2 processes x 8 threads"}}) {
       for (const char* d : {"dlock-watchdog", "dlock-lease"}) {
         const double ratio = result[d][threads] / result["floor"][threads];
-        report.goal({std::string(label) + " throughput, " + d + ": >= 0.95 x floor", fmt(ratio, 2) + " x",
+        report.goal({std::string(label) + " throughput, " + d + ": >= 0.95 x floor", num(ratio, 2) + " x",
                      ratio >= 0.95, false});
       }
     }
@@ -507,9 +523,9 @@ struct Bench {
     std::vector<std::vector<std::string>> rows;
     std::string json = "{";
     const auto add = [&](const std::string& who, const std::string& where, const Summary& sm, const Summary& floor) {
-      rows.push_back({who, where, std::to_string(sm.n), fmt(sm.median), fmt(sm.p99), fmt(sm.median / floor.median, 2)});
-      json += "\"" + who + " / " + where + "\": {\"median_ms\": " + fmt(sm.median) + ", \"p99_ms\": " + fmt(sm.p99) +
-              ", \"vs_floor\": " + fmt(sm.median / floor.median, 2) + "}, ";
+      rows.push_back({who, where, std::to_string(sm.n), num(sm.median), num(sm.p99), num(sm.median / floor.median, 2)});
+      json += "\"" + who + " / " + where + "\": {\"median_ms\": " + num(sm.median) + ", \"p99_ms\": " + num(sm.p99) +
+              ", \"vs_floor\": " + num(sm.median / floor.median, 2) + "}, ";
     };
     add("floor", "other connection", floor_local, floor_local);
     add("floor", "other process", floor_process, floor_process);
@@ -532,10 +548,10 @@ struct Bench {
       add(contender, "other process, first contention", first, floor_process);
       if (std::string(contender) == "dlock-watchdog") {
         report.goal({"handoff from unlock(), other process: median <= 1.5 x floor",
-                     fmt(process.median / floor_process.median, 2) + " x",
+                     num(process.median / floor_process.median, 2) + " x",
                      process.median <= 1.5 * floor_process.median, false});
         report.goal({"handoff from unlock(), other process, first contention: median <= 1.5 x floor",
-                     fmt(first.median / floor_process.median, 2) + " x", first.median <= 1.5 * floor_process.median,
+                     num(first.median / floor_process.median, 2) + " x", first.median <= 1.5 * floor_process.median,
                      false});
       }
     }
@@ -664,9 +680,9 @@ struct Bench {
                    "lock+unlock cycles per second on one name, rounds alternating, median shown. floor: release "
                    "then take (two raw conditional UPDATEs on a connection per thread, a release waking one "
                    "thread at once in-process). dlock: a release hands the hold to a waiting thread in one "
-                   "statement, for at most " + std::to_string(details::Client::kHandoffChain.count()) +
+                   "statement, for at most " + std::to_string(details::Engine::kHandoffChain.count()) +
                        " ms at a stretch, then frees the row and holds back its own takes for " +
-                       std::to_string(details::Client::kYieldAfterChain.count()) +
+                       std::to_string(details::Engine::kYieldAfterChain.count()) +
                        " ms. The waiter in another process (dlock-watchdog, woken by the bell) loops lock+unlock "
                        "on the name during the dlock rounds marked so.");
     std::vector<double> floor, alone, with_foreign, handoffs, release_then_take;
@@ -686,22 +702,22 @@ struct Bench {
     const Summary w = summarize(waits);
     const double max_wait = waits.empty() ? 0 : *std::max_element(waits.begin(), waits.end());
     report.table({"contender", "cycles/s", "vs floor", "vs dlock release-then-take", "handed over"},
-                 {{"floor (release, then take)", fmt(fl, 0), "1.00", fmt(fl / rt, 2), "-"},
-                  {"dlock-watchdog, handoffs off (release, then take)", fmt(rt, 0), fmt(rt / fl, 2), "1.00", "0 %"},
-                  {"dlock-watchdog", fmt(al, 0), fmt(al / fl, 2), fmt(al / rt, 2),
-                   fmt(100 * summarize(handoffs).median, 0) + " %"},
-                  {"dlock-watchdog + a waiter in another process", fmt(wf, 0), fmt(wf / fl, 2), fmt(wf / rt, 2), "-"}});
+                 {{"floor (release, then take)", num(fl, 0), "1.00", num(fl / rt, 2), "-"},
+                  {"dlock-watchdog, handoffs off (release, then take)", num(rt, 0), num(rt / fl, 2), "1.00", "0 %"},
+                  {"dlock-watchdog", num(al, 0), num(al / fl, 2), num(al / rt, 2),
+                   num(100 * summarize(handoffs).median, 0) + " %"},
+                  {"dlock-watchdog + a waiter in another process", num(wf, 0), num(wf / fl, 2), num(wf / rt, 2), "-"}});
     report.table({"waiter in another process", "acquisitions", "median wait ms", "p99 ms", "max ms"},
-                 {{"dlock-watchdog", std::to_string(w.n), fmt(w.median), fmt(w.p99), fmt(max_wait)}});
-    report.json("hot_lock", "{\"floor\": " + fmt(fl, 1) + ", \"dlock_release_then_take\": " + fmt(rt, 1) +
-                                ", \"dlock\": " + fmt(al, 1) + ", \"dlock_with_foreign\": " +
-                                fmt(wf, 1) + ", \"foreign_acquisitions\": " + std::to_string(w.n) +
-                                ", \"foreign_max_wait_ms\": " + fmt(max_wait) + "}");
-    report.goal({"hot lock (8 threads, one name): >= 1.6 x dlock's release-then-take cycles/s", fmt(al / rt, 2) + " x",
+                 {{"dlock-watchdog", std::to_string(w.n), num(w.median), num(w.p99), num(max_wait)}});
+    report.json("hot_lock", "{\"floor\": " + num(fl, 1) + ", \"dlock_release_then_take\": " + num(rt, 1) +
+                                ", \"dlock\": " + num(al, 1) + ", \"dlock_with_foreign\": " +
+                                num(wf, 1) + ", \"foreign_acquisitions\": " + std::to_string(w.n) +
+                                ", \"foreign_max_wait_ms\": " + num(max_wait) + "}");
+    report.goal({"hot lock (8 threads, one name): >= 1.6 x dlock's release-then-take cycles/s", num(al / rt, 2) + " x",
                  al >= 1.6 * rt, false});
-    report.goal({"hot lock (8 threads, one name): >= 1.6 x floor cycles/s", fmt(al / fl, 2) + " x", al >= 1.6 * fl,
+    report.goal({"hot lock (8 threads, one name): >= 1.6 x floor cycles/s", num(al / fl, 2) + " x", al >= 1.6 * fl,
                  false});
-    report.goal({"hot lock: a waiter in another process waits <= 100 ms (max)", fmt(max_wait) + " ms",
+    report.goal({"hot lock: a waiter in another process waits <= 100 ms (max)", num(max_wait) + " ms",
                  w.n > 0 && max_wait <= 100.0, false});
   }
 
@@ -779,11 +795,11 @@ struct Bench {
       const double c = static_cast<double>(t.cycles);
       const double wall = t.wall_ns / c / 1000, client = t.client_ns / c / 1000,
                    server = server_pid > 0 ? t.server_ns / c / 1000 : 0;
-      rows.push_back({name, fmt(wall, 0), fmt(client, 0), server_pid > 0 ? fmt(server, 0) : "-",
-                      fmt(wall - client - server, 0), fmt(t.fsyncs / c, 2), fmt(t.redo / c, 0),
-                      fmt((t.wall_ns / c) / (floor.wall_ns / static_cast<double>(floor.cycles)), 2)});
-      json += "\"" + name + "\": {\"wall_us\": " + fmt(wall, 1) + ", \"client_cpu_us\": " + fmt(client, 1) +
-              ", \"server_cpu_us\": " + fmt(server, 1) + ", \"fsyncs\": " + fmt(t.fsyncs / c, 2) + ", \"redo_bytes\": " + fmt(t.redo / c, 0) + "}, ";
+      rows.push_back({name, num(wall, 0), num(client, 0), server_pid > 0 ? num(server, 0) : "-",
+                      num(wall - client - server, 0), num(t.fsyncs / c, 2), num(t.redo / c, 0),
+                      num((t.wall_ns / c) / (floor.wall_ns / static_cast<double>(floor.cycles)), 2)});
+      json += "\"" + name + "\": {\"wall_us\": " + num(wall, 1) + ", \"client_cpu_us\": " + num(client, 1) +
+              ", \"server_cpu_us\": " + num(server, 1) + ", \"fsyncs\": " + num(t.fsyncs / c, 2) + ", \"redo_bytes\": " + num(t.redo / c, 0) + "}, ";
     }
     report.table({"contender", "wall us / cycle", "client CPU us", "server CPU us", "rest us (fsync, waiting)",
                   "server fsyncs / cycle", "redo bytes / cycle", "wall vs floor"},
@@ -886,15 +902,15 @@ struct Bench {
       const auto sm = summarize(sides[i].samples);
       const std::size_t floor_index = sides[i].at == url ? 0 : 1;
       const std::size_t server_index = sides[i].contender == "floor" ? 0 : 2;
-      rows.push_back({sides[i].label, fmt(sides[i].statements, 2), fmt(sm.median), fmt(sm.p99),
-                      fmt(sm.median / median(floor_index), 2), fmt(sm.median / median(server_index), 2)});
-      json += "\"" + sides[i].label + "\": {\"statements\": " + fmt(sides[i].statements, 2) +
-              ", \"median_ms\": " + fmt(sm.median) + ", \"p99_ms\": " + fmt(sm.p99) + "}, ";
+      rows.push_back({sides[i].label, num(sides[i].statements, 2), num(sm.median), num(sm.p99),
+                      num(sm.median / median(floor_index), 2), num(sm.median / median(server_index), 2)});
+      json += "\"" + sides[i].label + "\": {\"statements\": " + num(sides[i].statements, 2) +
+              ", \"median_ms\": " + num(sm.median) + ", \"p99_ms\": " + num(sm.p99) + "}, ";
     }
     report.table({"contender / where", "statements / cycle", "median ms", "p99 ms", "vs floor, same place",
                   "vs one server"},
                  rows);
-    report.goal({"cluster, uncontended cycle: exactly 2 statements (counted by node 1)", fmt(sides[3].statements, 2),
+    report.goal({"cluster, uncontended cycle: exactly 2 statements (counted by node 1)", num(sides[3].statements, 2),
                  sides[3].statements == 2.0, true});
     const double cycle_ratio = median(3) / median(2);
     // A commit on the cluster is replicated and certified, and on this
@@ -902,9 +918,9 @@ struct Bench {
     // costs is the floor's own ratio, beside.
     const double commit_ratio = median(1) / median(0);
     report.goal({"cluster, uncontended cycle: <= 1.3 x the same cycle on one server (the floor's own ratio: " +
-                     fmt(commit_ratio, 2) + " x)",
-                 fmt(cycle_ratio, 2) + " x", cycle_ratio <= 1.3, false});
-    report.goal({"cluster, uncontended cycle: <= 1.10 x the floor on the same node", fmt(median(3) / median(1), 2) + " x",
+                     num(commit_ratio, 2) + " x)",
+                 num(cycle_ratio, 2) + " x", cycle_ratio <= 1.3, false});
+    report.goal({"cluster, uncontended cycle: <= 1.10 x the floor on the same node", num(median(3) / median(1), 2) + " x",
                  median(3) / median(1) <= 1.10, false});
 
     std::vector<std::vector<std::string>> handoff_rows;
@@ -922,19 +938,19 @@ struct Bench {
     for (const char* who : {"other client", "other process"}) {
       const auto& one = by[std::string("one server / ") + who];
       const auto& node = by[std::string("cluster node / ") + who];
-      handoff_rows.push_back({who, fmt(one.median), fmt(one.p99), fmt(node.median), fmt(node.p99),
-                              fmt(node.median / one.median, 2)});
-      json += "\"handoff " + std::string(who) + "\": {\"server_median_ms\": " + fmt(one.median) +
-              ", \"cluster_median_ms\": " + fmt(node.median) + "}, ";
+      handoff_rows.push_back({who, num(one.median), num(one.p99), num(node.median), num(node.p99),
+                              num(node.median / one.median, 2)});
+      json += "\"handoff " + std::string(who) + "\": {\"server_median_ms\": " + num(one.median) +
+              ", \"cluster_median_ms\": " + num(node.median) + "}, ";
       report.goal({std::string("cluster, cross-client handoff (") + who +
                        ", doorbell): median <= 1.3 x one server's",
-                   fmt(node.median / one.median, 2) + " x", node.median <= 1.3 * one.median, false});
+                   num(node.median / one.median, 2) + " x", node.median <= 1.3 * one.median, false});
       // A handoff is one commit (the waiter's take) after the wake: on the
       // cluster it pays what a commit costs there, and no more.
       const double scaled = node.median / one.median / commit_ratio;
       report.goal({std::string("cluster, cross-client handoff (") + who +
                        "): median <= 1.3 x one server's times the floor's ratio (a commit's cost)",
-                   fmt(scaled, 2) + " x", scaled <= 1.3, false});
+                   num(scaled, 2) + " x", scaled <= 1.3, false});
     }
     report.table({"handoff (ms from unlock())", "one server median", "p99", "cluster node median", "p99",
                   "cluster vs one server"},
@@ -1201,10 +1217,10 @@ struct Bench {
     std::ofstream dat(out_dir + "/handoff.dat");
     dat << "# case median p99\n";
     auto add = [&](const std::string& who, const std::string& where, Summary s) {
-      rows.push_back({who, where, std::to_string(s.n), fmt(s.median), fmt(s.p99)});
-      json += "\"" + who + " / " + where + "\": {\"median_ms\": " + fmt(s.median) + ", \"p99_ms\": " + fmt(s.p99) +
+      rows.push_back({who, where, std::to_string(s.n), num(s.median), num(s.p99)});
+      json += "\"" + who + " / " + where + "\": {\"median_ms\": " + num(s.median) + ", \"p99_ms\": " + num(s.p99) +
               ", \"n\": " + std::to_string(s.n) + "}, ";
-      dat << "\"" << who << "\\n" << where << "\" " << fmt(s.median) << " " << fmt(s.p99) << "\n";
+      dat << "\"" << who << "\\n" << where << "\" " << num(s.median) << " " << num(s.p99) << "\n";
       return s;
     };
     Summary seed_result;
@@ -1223,7 +1239,7 @@ struct Bench {
       const Summary s_call = same.at("dlock-watchdog").from_call;
       const Summary p_call = process.at("dlock-watchdog").from_call;
       const auto s = add("dlock-watchdog", "same client", same.at("dlock-watchdog").from_return);
-      report.goal({"same-client handoff median <= 1 ms", fmt(s.median) + " ms", s.median <= 1.0, false});
+      report.goal({"same-client handoff median <= 1 ms", num(s.median) + " ms", s.median <= 1.0, false});
       // The seed's poll-bound case takes about a second per handoff; it runs
       // alongside (its own name and table).
       auto seed_process = std::async(std::launch::async, [&] {
@@ -1233,8 +1249,8 @@ struct Bench {
       auto w2 = other->session();
       add("dlock-watchdog", "other client, same process", handoff_in_process(*h, *w2, remote, false, "handoff-oc"));
       const auto p = add("dlock-watchdog", "other process", process.at("dlock-watchdog").from_return);
-      report.goal({"cross-process handoff median <= 2 ms", fmt(p.median) + " ms", p.median <= 2.0, false});
-      report.goal({"cross-process handoff p99 <= 20 ms", fmt(p.p99) + " ms", p.p99 <= 20.0, false});
+      report.goal({"cross-process handoff median <= 2 ms", num(p.median) + " ms", p.median <= 2.0, false});
+      report.goal({"cross-process handoff p99 <= 20 ms", num(p.p99) + " ms", p.p99 <= 20.0, false});
       // The same handoffs with the asynchronous waiter (a parked
       // continuation, not a blocked thread) and through the permits of a
       // one-permit semaphore, same run.
@@ -1244,9 +1260,9 @@ struct Bench {
         add(contender, "same client", same.at(contender).from_return);
         add(contender, "other process", process.at(contender).from_return);
         report.goal({what + " handoff from unlock() called, same client: median <= 1.2 x synchronous lock's",
-                     fmt(mine.median / s_call.median, 2) + " x", mine.median <= 1.2 * s_call.median, false});
+                     num(mine.median / s_call.median, 2) + " x", mine.median <= 1.2 * s_call.median, false});
         report.goal({what + " handoff from unlock() called, other process: median <= 1.2 x synchronous lock's",
-                     fmt(theirs.median / p_call.median, 2) + " x", theirs.median <= 1.2 * p_call.median, false});
+                     num(theirs.median / p_call.median, 2) + " x", theirs.median <= 1.2 * p_call.median, false});
       };
       beside("dlock-async", "async holder and waiter");
       {
@@ -1258,7 +1274,7 @@ struct Bench {
         add("dlock-async", "same client, synchronous holder", same.at(async_waiter).from_return);
         report.goal({"async waiter's handoff from unlock() called, same client, synchronous holder: median <= 1.2 x "
                      "synchronous waiter's",
-                     fmt(mine.median / s_call.median, 2) + " x", mine.median <= 1.2 * s_call.median, false});
+                     num(mine.median / s_call.median, 2) + " x", mine.median <= 1.2 * s_call.median, false});
       }
       beside("dlock-semaphore", "semaphore");
       beside("dlock-write", "write lock");
@@ -1317,10 +1333,10 @@ struct Bench {
                        std::to_string(cycles) + " acquisitions each, of a semaphore of " + std::to_string(kPermits) +
                        " permits held 5 ms each: how long each acquire waited.");
     report.table({"acquisitions", "median wait ms", "p99 wait ms", "max wait ms", "max / median"},
-                 {{std::to_string(sum.n), fmt(sum.median), fmt(sum.p99), fmt(longest),
-                   fmt(longest / std::max(sum.median, 1e-3), 1)}});
-    report.json("semaphore_fairness", "{\"median_ms\": " + fmt(sum.median) + ", \"p99_ms\": " + fmt(sum.p99) +
-                                          ", \"max_ms\": " + fmt(longest) + "}");
+                 {{std::to_string(sum.n), num(sum.median), num(sum.p99), num(longest),
+                   num(longest / std::max(sum.median, 1e-3), 1)}});
+    report.json("semaphore_fairness", "{\"median_ms\": " + num(sum.median) + ", \"p99_ms\": " + num(sum.p99) +
+                                          ", \"max_ms\": " + num(longest) + "}");
   }
 
   // 4d. Writer starvation: readers in several clients re-acquire with
@@ -1388,13 +1404,13 @@ struct Bench {
                        " times. Without writer fairness the writer never gets in.");
     report.table({"writer acquisitions", "median wait ms", "max wait ms", "longest read hold ms", "max / longest read",
                   "readers resume after the write, median ms"},
-                 {{std::to_string(waits.n), fmt(waits.median), fmt(worst), fmt(longest_read),
-                   fmt(worst / std::max(longest_read, 1e-3), 2), fmt(resumes.median)}});
-    report.json("rw_starvation", "{\"writer_median_ms\": " + fmt(waits.median) + ", \"writer_max_ms\": " + fmt(worst) +
-                                     ", \"longest_read_ms\": " + fmt(longest_read) +
-                                     ", \"reader_resume_median_ms\": " + fmt(resumes.median) + "}");
+                 {{std::to_string(waits.n), num(waits.median), num(worst), num(longest_read),
+                   num(worst / std::max(longest_read, 1e-3), 2), num(resumes.median)}});
+    report.json("rw_starvation", "{\"writer_median_ms\": " + num(waits.median) + ", \"writer_max_ms\": " + num(worst) +
+                                     ", \"longest_read_ms\": " + num(longest_read) +
+                                     ", \"reader_resume_median_ms\": " + num(resumes.median) + "}");
     report.goal({"writer starvation: the writer's longest wait < 2 x the longest read hold",
-                 fmt(worst / std::max(longest_read, 1e-3), 2) + " x", worst < 2 * longest_read, false});
+                 num(worst / std::max(longest_read, 1e-3), 2) + " x", worst < 2 * longest_read, false});
   }
 
   // 4b. Wake designs (issue 6): how a waiter in another client hears of a release.
@@ -1463,18 +1479,18 @@ struct Bench {
         holder->unlock(wait_name);
         t.join();
       }
-      rows.push_back({d.contender, d.how, std::to_string(h.n), fmt(h.median), fmt(h.p99), fmt(from_call.median),
-                      fmt(per_cycle, 2), fmt(per_second, 2), std::to_string(connections)});
-      json += "\"" + d.contender + "\": {\"median_ms\": " + fmt(h.median) + ", \"p99_ms\": " + fmt(h.p99) +
-              ", \"from_call_median_ms\": " + fmt(from_call.median) +
-              ", \"statements_per_cycle\": " + fmt(per_cycle, 2) + ", \"waiting_statements_per_s\": " +
-              fmt(per_second, 2) + ", \"waiting_client_connections\": " + std::to_string(connections) + "}, ";
+      rows.push_back({d.contender, d.how, std::to_string(h.n), num(h.median), num(h.p99), num(from_call.median),
+                      num(per_cycle, 2), num(per_second, 2), std::to_string(connections)});
+      json += "\"" + d.contender + "\": {\"median_ms\": " + num(h.median) + ", \"p99_ms\": " + num(h.p99) +
+              ", \"from_call_median_ms\": " + num(from_call.median) +
+              ", \"statements_per_cycle\": " + num(per_cycle, 2) + ", \"waiting_statements_per_s\": " +
+              num(per_second, 2) + ", \"waiting_client_connections\": " + std::to_string(connections) + "}, ";
       if (d.contender == "dlock-watchdog") {
-        report.goal({"doorbell: cross-process handoff median <= 2 ms", fmt(h.median) + " ms", h.median <= 2.0, false});
-        report.goal({"doorbell: cross-process handoff p99 <= 20 ms", fmt(h.p99) + " ms", h.p99 <= 20.0, false});
-        report.goal({"doorbell: uncontended cycle stays 2 statements", fmt(per_cycle, 2), per_cycle == 2.0, true});
+        report.goal({"doorbell: cross-process handoff median <= 2 ms", num(h.median) + " ms", h.median <= 2.0, false});
+        report.goal({"doorbell: cross-process handoff p99 <= 20 ms", num(h.p99) + " ms", h.p99 <= 20.0, false});
+        report.goal({"doorbell: uncontended cycle stays 2 statements", num(per_cycle, 2), per_cycle == 2.0, true});
         // The 1 s poll plus one doorbell wait per io_timeout - 1 s (9 s).
-        report.goal({"doorbell: waiting client <= 1.5 statements / s", fmt(per_second, 2) + " / s",
+        report.goal({"doorbell: waiting client <= 1.5 statements / s", num(per_second, 2) + " / s",
                      per_second <= 1.5, false});
       }
     }
@@ -1503,10 +1519,10 @@ struct Bench {
       const double per_second = static_cast<double>(stats.statements_since_last()) /
                                 std::chrono::duration<double>(window).count();
       const double allowed = static_cast<double>((holds + 511) / 512);
-      rows.push_back({"holding " + std::to_string(holds) + " watchdog locks", fmt(per_second, 2), fmt(allowed, 0)});
-      json += "\"holding_" + std::to_string(holds) + "\": " + fmt(per_second, 2) + ", ";
-      report.goal({"renewal, " + std::to_string(holds) + " holds: <= " + fmt(allowed, 0) + " statement(s) per tick",
-                   fmt(per_second, 2) + " / s", per_second <= allowed + 0.34, true});
+      rows.push_back({"holding " + std::to_string(holds) + " watchdog locks", num(per_second, 2), num(allowed, 0)});
+      json += "\"holding_" + std::to_string(holds) + "\": " + num(per_second, 2) + ", ";
+      report.goal({"renewal, " + std::to_string(holds) + " holds: <= " + num(allowed, 0) + " statement(s) per tick",
+                   num(per_second, 2) + " / s", per_second <= allowed + 0.34, true});
       for (int i = 0; i < holds; ++i) client.unlock("bg-" + std::to_string(i));
     }
     for (int waiters : {1, 100}) {
@@ -1527,10 +1543,10 @@ struct Bench {
       std::this_thread::sleep_for(window);
       const double per_second = static_cast<double>(stats.statements_since_last()) /
                                 std::chrono::duration<double>(window).count();
-      rows.push_back({std::to_string(waiters) + " waiting threads", fmt(per_second, 2), "1"});
-      json += "\"waiting_" + std::to_string(waiters) + "\": " + fmt(per_second, 2) + ", ";
+      rows.push_back({std::to_string(waiters) + " waiting threads", num(per_second, 2), "1"});
+      json += "\"waiting_" + std::to_string(waiters) + "\": " + num(per_second, 2) + ", ";
       report.goal({"polling, " + std::to_string(waiters) + " waiters: <= 1 statement per tick",
-                   fmt(per_second, 2) + " / s", per_second <= 1.34, true});
+                   num(per_second, 2) + " / s", per_second <= 1.34, true});
       for (int i = 0; i < waiters; ++i) holder.unlock("wait-" + std::to_string(i));
       for (auto& t : threads) t.join();
     }
@@ -1551,10 +1567,10 @@ struct Bench {
     const double per_lock = static_cast<double>(after - before) / holds;
     report.section("6. Memory", "Resident set of one client before and after acquiring 10,000 locks.");
     report.table({"locks held", "resident MiB", "bytes per lock"},
-                 {{std::to_string(holds), fmt(static_cast<double>(after) / (1 << 20), 1), fmt(per_lock, 0)}});
+                 {{std::to_string(holds), num(static_cast<double>(after) / (1 << 20), 1), num(per_lock, 0)}});
     report.json("memory", "{\"locks\": " + std::to_string(holds) + ", \"resident_bytes\": " + std::to_string(after) +
-                              ", \"bytes_per_lock\": " + fmt(per_lock, 0) + "}");
-    report.goal({"10,000 held locks: <= 2 KiB per lock", fmt(per_lock, 0) + " B", per_lock <= 2048, false});
+                              ", \"bytes_per_lock\": " + num(per_lock, 0) + "}");
+    report.goal({"10,000 held locks: <= 2 KiB per lock", num(per_lock, 0) + " B", per_lock <= 2048, false});
     for (int i = 0; i < holds; ++i) client.unlock("mem-" + std::to_string(i));
   }
 
@@ -1597,16 +1613,16 @@ struct Bench {
                    "which cancels them all.");
     report.table({"pending waits", "all parked", "threads added", "resident bytes per wait",
                   "heap bytes per wait", "initiate + park ms", "cancel all ms", "cancelled"},
-                 {{std::to_string(waits), parked ? "yes" : "NO", std::to_string(added), fmt(per_wait, 0),
-                   fmt(heap_per_wait, 0), fmt(start_ms, 0), fmt(cancel_ms, 0), std::to_string(cancelled.load())}});
+                 {{std::to_string(waits), parked ? "yes" : "NO", std::to_string(added), num(per_wait, 0),
+                   num(heap_per_wait, 0), num(start_ms, 0), num(cancel_ms, 0), std::to_string(cancelled.load())}});
     report.json("async_waits", "{\"waits\": " + std::to_string(waits) + ", \"threads_added\": " +
-                                   std::to_string(added) + ", \"bytes_per_wait\": " + fmt(per_wait, 0) + "}");
+                                   std::to_string(added) + ", \"bytes_per_wait\": " + num(per_wait, 0) + "}");
     report.goal({std::to_string(waits) + " pending async waits: no thread added", std::to_string(added),
                  parked && added <= 0, true});
     // Judged by the larger of the two: the resident set can grow less than
     // what was allocated when earlier scenarios left freed memory behind.
     const double memory_per_wait = std::max(per_wait, heap_per_wait);
-    report.goal({std::to_string(waits) + " pending async waits: < 1 KiB each", fmt(memory_per_wait, 0) + " B",
+    report.goal({std::to_string(waits) + " pending async waits: < 1 KiB each", num(memory_per_wait, 0) + " B",
                  parked && memory_per_wait < 1024, false});
     report.goal({"destroying the client cancels every pending wait", std::to_string(cancelled.load()),
                  cancelled.load() == waits, true});
@@ -1662,7 +1678,7 @@ int child_hot_waiter(const std::string& url, const std::string& name, int millis
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // as a service would, not hammering
   }
   std::cout << "waits";
-  for (double w : waits) std::cout << " " << fmt(w);
+  for (double w : waits) std::cout << " " << num(w);
   std::cout << std::endl;
   return 0;
 }
@@ -1778,7 +1794,7 @@ int main(int argc, char** argv) {
     bench.report.json("goals", goals_json.substr(0, goals_json.size() - 2) + "]");
     bench.report.json("machine", "\"" + header.str() + "\"");
     const double took = std::chrono::duration<double>(Clock::now() - started).count();
-    std::cout << "\nTook " << fmt(took, 0) << " s.\n";
+    std::cout << "\nTook " << num(took, 0) << " s.\n";
     std::ofstream(out_dir + "/latest.md") << "# dlock benchmark\n\n" << header.str() << "\n" << bench.report.markdown();
     std::ofstream(out_dir + "/latest.json") << bench.report.json_text();
     if (exact_missed) {

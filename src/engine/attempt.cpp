@@ -120,8 +120,13 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   }
   if (r.single_attempt) return Attempt{};
   // A kind whose waiters go first once they wait (the write side) marks
-  // the row now; the poller keeps the mark alive.
-  if (k.traits.intents == HoldKind::Traits::Intent::kWhenRefused && !has_intent(r.key)) mark_intent(r.key);
+  // the row now, and so does a waiter the poller woke for nothing; the
+  // poller keeps the mark alive.
+  using Intent = HoldKind::Traits::Intent;
+  if ((k.traits.intents == Intent::kWhenRefused ||
+       (k.traits.intents == Intent::kWhenPollWakeIsRefused && poll_woken_.take(r.key))) &&
+      !has_intent(r.key))
+    mark_intent(r.key);
   const HoldKind::Refusal why = k.refused(*this, r, taken);
   return Attempt{false, why.ttl_us, why.foreign};
 }

@@ -85,29 +85,24 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
   for (const auto& key : waited) names[static_cast<std::size_t>(key.kind)].push_back(key.name);
   CallBudget budget(options_.io_timeout);
   std::vector<NameKey> want_marks;
-  NameKeyMap<int> held_now;
   for (const auto& k : kinds_) {
     if (!k) continue;
     const auto& batch = names[static_cast<std::size_t>(k->traits.kind)];
     if (batch.empty()) continue;
-    std::vector<std::string> held;
     try {
-      held = k->poll(*this, connection(), batch);
+      k->poll(*this, connection(), batch);
     } catch (const OutcomeUnknown&) {
-      held = k->poll(*this, connection(), batch);  // a read: safe to repeat
+      k->poll(*this, connection(), batch);  // a read: safe to repeat
     }
-    using Intent = HoldKind::Traits::Intent;
-    if (k->traits.intents == Intent::kWhenRefused) {
+    // The write side's waiters mark while they wait (a mark another
+    // client's writer held may be free now); other marks are renewed.
+    if (k->traits.intents == HoldKind::Traits::Intent::kWhenRefused) {
       for (const auto& name : batch) want_marks.emplace_back(k->traits.kind, name);
-    } else if (k->traits.intents == Intent::kWhenPollFinds) {
-      for (const auto& name : held) {
-        const NameKey key(k->traits.kind, name);
-        if (!options_.fast_wakeup || polled_held_.find(key) != polled_held_.end()) want_marks.push_back(key);
-        held_now.emplace(key, 1);
-      }
+    } else if (k->traits.intents != HoldKind::Traits::Intent::kNone && intent_count_.load() > 0) {
+      for (const auto& name : batch)
+        if (has_intent(NameKeyView{k->traits.kind, name})) want_marks.emplace_back(k->traits.kind, name);
     }
   }
-  polled_held_ = std::move(held_now);
   if (want_marks.empty()) return;
   // Keep this client's marks alive, and take marks whose clients stopped
   // renewing them: one statement per kind, decided and run under

@@ -258,6 +258,11 @@ void Engine::mark_intent(NameKeyView key) {
   }
 }
 
+void Engine::poll_woke(NameKeyView key) {
+  poll_woken_.mark(key, NameMarks::Clock::now() + options_.poll_interval);
+  waiters_.wake_one(key);
+}
+
 bool Engine::has_intent(NameKeyView key) {
   std::lock_guard<std::mutex> guard(intents_mutex_);
   return intents_.find(key) != intents_.end();

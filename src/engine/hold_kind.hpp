@@ -49,11 +49,11 @@ class HoldKind {
     bool reports_fence = true;
     // Whether a waiting client marks the row (intent_id) so that it goes
     // next: never; as soon as a waiter is refused (the write side: readers
-    // that do not read yet wait behind it); or once two polls in a row find
-    // the name still held, or the first with fast wake-up off (a waiter
-    // that cannot be rung would otherwise lose every race to the holder's
-    // own threads).
-    enum class Intent { kNone, kWhenRefused, kWhenPollFinds };
+    // that do not read yet wait behind it); or when an attempt the poller
+    // woke (it saw the row free) is refused all the same: a waiter that is
+    // not rung (fast wake-up off, or a waiter on another Galera node) would
+    // otherwise lose every race to the holder's own threads.
+    enum class Intent { kNone, kWhenRefused, kWhenPollWakeIsRefused };
     Intent intents = Intent::kNone;
     // The kinds of rows whose holds keep its waiters out (BellWatcher).
     std::vector<Kind> blocked_by;
@@ -106,8 +106,8 @@ class HoldKind {
   // lets in (one waiter of this kind).
   virtual void wake(WaiterRegistry&, std::string_view name);
   // The poller: looks at the waited-for `names` in one statement per chunk
-  // and wakes the waiters that may get in now. Returns the names still held.
-  virtual std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
+  // and wakes the waiters that may get in now.
+  virtual void poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
   // A driver subscribed a waiter for `request` / the last waiter of `key`
   // left.
   virtual void waiting_started(Engine&, const AcquireRequest&) {}

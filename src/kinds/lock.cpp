@@ -19,7 +19,7 @@ HoldKind::Traits lock_traits() {
   HoldKind::Traits t;
   t.kind = Kind::kLock;
   t.serial = Kind::kLock;
-  t.intents = HoldKind::Traits::Intent::kWhenPollFinds;
+  t.intents = HoldKind::Traits::Intent::kWhenPollWakeIsRefused;
   t.blocked_by = {Kind::kLock};
   return t;
 }
@@ -154,8 +154,7 @@ class LockKind final : public HoldKind {
            }) > 0;
   }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    std::vector<std::string> held;
+  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for locks", [&] {
         auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
@@ -164,19 +163,15 @@ class LockKind final : public HoldKind {
         std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
         while (rs->next()) {
           const std::string name = rs->getString(1);
-          if (rs->getInt(2) == 1) {
-            held.push_back(name);
-            continue;
-          }
+          if (rs->getInt(2) == 1) continue;  // still held
           const NameKeyView key{Kind::kLock, name};
           e.hint_free_if_held_here(key);  // that local hold is lost
           const std::uint64_t intent = rs->getUInt64(3);
-          if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
+          if (intent == 0 || intent == e.client_key()) e.poll_woke(key);
         }
         return 0;
       });
     });
-    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return row(e, name).live; }

@@ -256,18 +256,12 @@ class WriteKind final : public HoldKind {
 
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    std::vector<std::string> held;
+  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t readers,
                                 std::uint64_t live_reads, bool) {
       // A count no live read backs is recounted by the writer that wakes.
-      if (!write_live && (readers == 0 || live_reads == 0)) {
-        e.waiters().wake_one(NameKeyView{Kind::kWrite, name});
-      } else {
-        held.push_back(name);
-      }
+      if (!write_live && (readers == 0 || live_reads == 0)) e.waiters().wake_one(NameKeyView{Kind::kWrite, name});
     });
-    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return s_->read_head(e, name).row.live; }
@@ -459,17 +453,11 @@ class ReadKind final : public HoldKind {
 
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    std::vector<std::string> held;
+  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     write_.poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t, std::uint64_t,
                                        bool intent) {
-      if (!write_live && !intent) {
-        e.waiters().wake_all(NameKeyView{Kind::kRead, name});
-      } else {
-        held.push_back(name);
-      }
+      if (!write_live && !intent) e.waiters().wake_all(NameKeyView{Kind::kRead, name});
     });
-    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override {

@@ -162,8 +162,7 @@ class SemaphoreKind final : public HoldKind {
   // a lower bound might not fit in it.
   bool fits(const Hold& held, const AcquireRequest& request) const override { return request.bound >= held.bound; }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    std::vector<std::string> held;
+  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for semaphores", [&] {
         auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ") GROUP BY lock_name");
@@ -173,16 +172,11 @@ class SemaphoreKind final : public HoldKind {
         while (rs->next()) {
           const std::string name = rs->getString(1);
           const std::uint64_t live = rs->isNull(2) ? 0 : rs->getUInt64(2);
-          if (live < bound_of(name)) {
-            e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
-          } else {
-            held.push_back(name);
-          }
+          if (live < bound_of(name)) e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
         }
         return 0;
       });
     });
-    return held;
   }
 
   // The bound each waited-for semaphore was last asked with (the poller's

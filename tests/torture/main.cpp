@@ -249,8 +249,7 @@ class Run {
   }
 
   void prepare_tables() {
-    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_lock_sem, torture_lock_rw, torture_lock_rwr,"
-                " torture_resource, torture_audit");
+    admin_.exec("DROP TABLE IF EXISTS torture_lock, torture_resource, torture_audit");
     admin_.exec("CREATE TABLE torture_resource (name VARBINARY(64) PRIMARY KEY, counter BIGINT NOT NULL DEFAULT 0,"
                 " last_fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB");
     admin_.exec("CREATE TABLE torture_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARBINARY(64) NOT NULL,"
@@ -375,21 +374,9 @@ class Run {
   // A library worker holding a lock now (with shared-id, one of the two
   // workers with the holder's label).
   pid_t holder_pid(std::string* machine) {
-    // A lock, permit or read-write lock holder (the semaphore and
-    // read-write tables exist once their workers have started).
-    std::vector<std::vector<std::string>> rows;
-    try {
-      rows = admin_.rows(
-          "SELECT machine_id FROM (SELECT machine_id FROM torture_lock WHERE is_locked = 1 AND expire_time > NOW(6)"
-          " UNION ALL SELECT machine_id FROM torture_lock_sem WHERE hold_id IS NOT NULL AND expire_time > NOW(6)"
-          " UNION ALL SELECT machine_id FROM torture_lock_rw WHERE hold_id IS NOT NULL AND expire_time > NOW(6)"
-          " UNION ALL SELECT machine_id FROM torture_lock_rwr WHERE hold_id IS NOT NULL AND expire_time > NOW(6)) h"
-          " ORDER BY RAND() LIMIT 1",
-          1);
-    } catch (const std::exception&) {
-      rows = admin_.rows(
-          "SELECT machine_id FROM torture_lock WHERE is_locked = 1 AND expire_time > NOW(6) ORDER BY RAND() LIMIT 1", 1);
-    }
+    // A lock, permit or read-write lock holder: any live hold.
+    const std::vector<std::vector<std::string>> rows = admin_.rows(
+        "SELECT machine_id FROM torture_lock WHERE state > 0 AND expire_time > NOW(6) ORDER BY RAND() LIMIT 1", 1);
     if (rows.empty()) return 0;
     std::lock_guard<std::mutex> g(m_);
     std::vector<WorkerSlot*> candidates;
@@ -429,7 +416,18 @@ class Run {
   // Holds the lock row of a random name in a transaction of its own, past
   // the workers' leases, then rolls back.
   void lock_row_for_a_while(FaultEvent& e) {
-    const std::string name = "r" + std::to_string(static_cast<std::size_t>(now_us()) % static_cast<std::size_t>(cfg_.names));
+    // A lock's row, or every row of the semaphore or of the read-write
+    // lock (both sides): the watchdog must renew every other hold around it.
+    const std::size_t pick = static_cast<std::size_t>(now_us());
+    std::string name = "r" + std::to_string(pick % static_cast<std::size_t>(cfg_.names));
+    int kind = 1;
+    if (pick % 5 == 3) {
+      name = "sem";
+      kind = 2;
+    } else if (pick % 5 == 4) {
+      name = "rw";
+      kind = 3;
+    }
     e.detail = name;
     try {
       std::string url = cfg_.url;
@@ -440,8 +438,10 @@ class Run {
       }
       auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(url)));
       c->execute_plain("START TRANSACTION");
-      auto& ps = c->prepared("SELECT lock_name FROM torture_lock WHERE lock_name = ? FOR UPDATE");
-      ps.setString(1, name);
+      auto& ps = c->prepared("SELECT lock_name FROM torture_lock WHERE kind IN (?, ?) AND lock_name = ? FOR UPDATE");
+      ps.setInt(1, kind);
+      ps.setInt(2, kind == 3 ? 4 : kind);
+      ps.setString(3, name);
       std::unique_ptr<sql::ResultSet>(ps.executeQuery());
       std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
       c->execute_plain("ROLLBACK");
