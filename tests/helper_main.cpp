@@ -23,6 +23,9 @@
 //   dlock_test_helper URL read-for NAME MS   /   write-for NAME MS
 //       Acquire that side, print "acquired FENCE", hold it MS milliseconds,
 //       release it, print "released", exit.
+//   dlock_test_helper URL read-many PREFIX COUNT
+//       Read-locks COUNT read-write locks PREFIX0, PREFIX1, ... at once
+//       (watchdog mode), prints "acquired", then sleeps until killed.
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
@@ -88,6 +91,12 @@ int main(int argc, char** argv) {
       dlock::Lock side = command == "hold-read" ? rw.read_lock() : rw.write_lock();
       side.lock();
       std::cout << "acquired " << side.fencing_token() << std::endl;
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "read-many" && argc == 5) {
+      const int count = std::stoi(argv[4]);
+      for (int i = 0; i < count; ++i) client.get_read_write_lock(name + std::to_string(i)).lock_shared();
+      std::cout << "acquired" << std::endl;
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     if ((command == "read-for" || command == "write-for") && argc == 5) {

@@ -1,6 +1,7 @@
 // Acquire: one attempt (attempt_step) and the blocking driver (drive).
 #include <spdlog/spdlog.h>
 
+#include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
@@ -12,7 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
 
-std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
 
 // A wait longer than this (about a century) means "forever": it cannot be
 // added to a steady_clock time without overflow, and nobody means it.
@@ -111,8 +111,8 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
     h.slot = taken.slot;
     h.bound = r.bound;
     holds_.record_fresh(r.key, r.owner, h);
-    // The take cleared this client's waiting mark, if it had one there.
-    if (k.traits.intents != HoldKind::Traits::Intent::kNone) intent_taken(r.key);
+    // The take cleared this client's mark on the row, if it had one there.
+    if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(r.key);
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} {} acquired by {}/{} ({})", kind_name(r.key.kind), printable(r.key.name), machine_id_,
                      r.owner, r.watchdog ? "watchdog" : "fixed lease");
@@ -120,13 +120,8 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   }
   if (r.single_attempt) return Attempt{};
   // A kind whose waiters go first once they wait (the write side) marks
-  // the row now, and so does a waiter the poller woke for nothing; the
-  // poller keeps the mark alive.
-  using Intent = HoldKind::Traits::Intent;
-  if ((k.traits.intents == Intent::kWhenRefused ||
-       (k.traits.intents == Intent::kWhenPollWakeIsRefused && poll_woken_.take(r.key))) &&
-      !has_intent(r.key))
-    mark_intent(r.key);
+  // the row now; the poller keeps the mark alive.
+  if (k.traits.intents == HoldKind::Traits::Intent::kWhenRefused && !has_intent(r.key)) mark_intent(r.key);
   const HoldKind::Refusal why = k.refused(*this, r, taken);
   return Attempt{false, why.ttl_us, why.foreign};
 }

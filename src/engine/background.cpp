@@ -3,8 +3,10 @@
 // for and keeps this client's waiting marks alive.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
+#include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
@@ -14,7 +16,6 @@ namespace dlock::details {
 namespace {
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
-std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
 }  // namespace
 
 void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
@@ -42,20 +43,28 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   const std::int64_t lease_us = micros(options_.watchdog_timeout);
   auto sent = Clock::now();
   std::size_t renewed = 0;
-  try {
-    try {
-      renewed = rows_.renew(connection(), holds, lease_us);
-    } catch (const OutcomeUnknown&) {
-      // A renewal only extends live holds of this client: running it again
-      // on a fresh connection is safe whatever the first run did.
-      sent = Clock::now();
-      renewed = rows_.renew(connection(), holds, lease_us);
-    }
-  } catch (const BackendError& e) {
-    if (e.code() != mysql_error::kLockWaitTimeout) throw;
-    logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
-    sent = Clock::now();
+  if (renew_around_locked_rows_) {
+    // A row was locked by another transaction lately: around it at once,
+    // rather than wait out the lock every tick.
     renewed = rows_.renew_skipping_locked(connection(), holds, lease_us);
+    renew_around_locked_rows_ = renewed < live.size();
+  } else {
+    try {
+      try {
+        renewed = rows_.renew(connection(), holds, lease_us);
+      } catch (const OutcomeUnknown&) {
+        // A renewal only extends live holds of this client: running it again
+        // on a fresh connection is safe whatever the first run did.
+        sent = Clock::now();
+        renewed = rows_.renew(connection(), holds, lease_us);
+      }
+    } catch (const BackendError& e) {
+      if (e.code() != mysql_error::kLockWaitTimeout) throw;
+      logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
+      sent = Clock::now();
+      renewed = rows_.renew_skipping_locked(connection(), holds, lease_us);
+      renew_around_locked_rows_ = true;
+    }
   }
   if (renewed == live.size()) {
     holds_.extend(live, sent + options_.watchdog_timeout);
@@ -89,40 +98,49 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
     if (!k) continue;
     const auto& batch = names[static_cast<std::size_t>(k->traits.kind)];
     if (batch.empty()) continue;
+    std::vector<std::string> held;
     try {
-      k->poll(*this, connection(), batch);
+      held = k->poll(*this, connection(), batch);
     } catch (const OutcomeUnknown&) {
-      k->poll(*this, connection(), batch);  // a read: safe to repeat
+      held = k->poll(*this, connection(), batch);  // a read: safe to repeat
     }
-    // The write side's waiters mark while they wait (a mark another
-    // client's writer held may be free now); other marks are renewed.
-    if (k->traits.intents == HoldKind::Traits::Intent::kWhenRefused) {
+    using Intent = HoldKind::Traits::Intent;
+    if (k->traits.intents == Intent::kWhenRefused) {
+      // The write side's waiters keep their marks while they wait (and take
+      // one another client's writer held, once it is free).
       for (const auto& name : batch) want_marks.emplace_back(k->traits.kind, name);
-    } else if (k->traits.intents != HoldKind::Traits::Intent::kNone && intent_count_.load() > 0) {
-      for (const auto& name : batch)
-        if (has_intent(NameKeyView{k->traits.kind, name})) want_marks.emplace_back(k->traits.kind, name);
+    } else if (k->traits.intents == Intent::kWhenNotRung) {
+      // Marks kept, and new ones where no bell will ring for the waiter.
+      for (const auto& name : batch) {
+        const NameKey key(k->traits.kind, name);
+        const bool still_held = std::find(held.begin(), held.end(), name) != held.end();
+        if (has_intent(key) || (still_held && !(bells_ && bells_->watching(key)))) want_marks.push_back(key);
+      }
     }
   }
   if (want_marks.empty()) return;
   // Keep this client's marks alive, and take marks whose clients stopped
   // renewing them: one statement per kind, decided and run under
-  // intent_statements_mutex_, so no unmark falls between.
+  // intent_statements_mutex_, so no unmark falls between. Within a second:
+  // a row another transaction has locked must not hold up the watchdog.
   std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+  CallBudget marks_budget(std::chrono::seconds(1));
   std::map<Kind, std::vector<std::string>> by_kind;
   for (const auto& key : want_marks)
     if (waiters_.has(key)) by_kind[key.kind].push_back(key.name);
   for (const auto& [kind, batch] : by_kind) {
+    HoldKind& k = this->kind(kind);
     std::vector<std::string> held;
     try {
-      held = rows_.set_intent(connection(), kind, batch, client_key_, micros(intent_lease()));
+      held = k.mark(*this, connection(), batch, micros(intent_lease()));
     } catch (const OutcomeUnknown&) {
-      held = rows_.set_intent(connection(), kind, batch, client_key_, micros(intent_lease()));  // idempotent
+      held = k.mark(*this, connection(), batch, micros(intent_lease()));  // idempotent
     }
     for (const auto& name : held) {
       const NameKey key(kind, name);
       if (!waiters_.has(key)) {
         // The waiter left (or took it) since the look: no mark for nobody.
-        rows_.clear_intent(connection(), kind, name, client_key_);
+        k.unmark(*this, connection(), name);
         continue;
       }
       std::lock_guard<std::mutex> guard(intents_mutex_);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "base/identity.hpp"
+#include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 
@@ -162,7 +163,7 @@ void Engine::release_all_at_shutdown() {
         for (const auto& [key, marked] : intents_) intents.push_back(key);
         intents_.clear();
       }
-      for (const auto& key : intents) rows_.clear_intent(c, key.kind, key.name, client_key_);
+      for (const auto& key : intents) kind(key.kind).unmark(*this, c, key.name);
       for (const auto& k : kinds_)
         if (k) k->shutdown(*this, c);
       if (!holds.empty()) logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, freed);
@@ -244,8 +245,8 @@ void Engine::mark_intent(NameKeyView key) {
   try {
     CallBudget budget(options_.io_timeout);
     const auto held = with_connection([&](Connection& c) {
-      return rows_.set_intent(c, key.kind, {std::string(key.name)}, client_key_,
-                              std::chrono::duration_cast<std::chrono::microseconds>(intent_lease()).count());
+      return kind(key.kind).mark(*this, c, {std::string(key.name)},
+                                 micros(intent_lease()));
     });
     // Another client's live mark: left alone; the poller tries again.
     if (held.empty()) return;
@@ -256,11 +257,6 @@ void Engine::mark_intent(NameKeyView key) {
     logger_->debug("dlock: could not mark a waiting client on {} {}: {}", kind_name(key.kind), printable(key.name),
                    e.what());
   }
-}
-
-void Engine::poll_woke(NameKeyView key) {
-  poll_woken_.mark(key, NameMarks::Clock::now() + options_.poll_interval);
-  waiters_.wake_one(key);
 }
 
 bool Engine::has_intent(NameKeyView key) {
@@ -287,7 +283,7 @@ void Engine::unmark_intent(const NameKey& key) {
     try {
       CallBudget budget(options_.io_timeout);
       with_connection([&](Connection& c) {
-        rows_.clear_intent(c, key.kind, key.name, client_key_);
+        kind(key.kind).unmark(*this, c, key.name);
         return 0;
       });
     } catch (const std::exception& e) {

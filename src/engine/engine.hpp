@@ -172,9 +172,6 @@ class Engine {
   void mark_intent(NameKeyView key);
   // Whether this client's mark is on `key` now.
   bool has_intent(NameKeyView key);
-  // The poller saw `key` free: wakes one waiter, which marks the row if its
-  // attempt is refused all the same (Traits::Intent::kWhenPollWakeIsRefused).
-  void poll_woke(NameKeyView key);
   // The take that cleared this client's mark on `key` ran.
   void intent_taken(NameKeyView key);
   Millis intent_lease() const;
@@ -287,7 +284,7 @@ class Engine {
   std::mutex intents_mutex_;
   NameKeyMap<bool> intents_;  // keys this client holds a mark on
   std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock
-  NameMarks poll_woken_;  // keys whose waiter the poller just woke
+  bool renew_around_locked_rows_ = false;  // io thread only: see renew_tick
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest
   std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; reset first in the destructor
   AsyncOperations async_;               // shut down first in the destructor

@@ -25,6 +25,15 @@ bool HoldKind::fits(const Hold&, const AcquireRequest&) const { return true; }
 
 void HoldKind::wake(WaiterRegistry& waiters, std::string_view name) { waiters.wake_one(NameKeyView{traits.kind, name}); }
 
+std::vector<std::string> HoldKind::mark(Engine& e, Connection& c, const std::vector<std::string>& names,
+                                        std::int64_t lease_us) {
+  return e.rows().set_intent(c, traits.kind, names, e.client_key(), lease_us);
+}
+
+void HoldKind::unmark(Engine& e, Connection& c, std::string_view name) {
+  e.rows().clear_intent(c, traits.kind, name, e.client_key());
+}
+
 std::size_t HoldKind::force(Engine& e, Connection& c, std::string_view name) {
   return e.rows().force(c, traits.kind, name);
 }

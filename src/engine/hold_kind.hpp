@@ -49,11 +49,12 @@ class HoldKind {
     bool reports_fence = true;
     // Whether a waiting client marks the row (intent_id) so that it goes
     // next: never; as soon as a waiter is refused (the write side: readers
-    // that do not read yet wait behind it); or when an attempt the poller
-    // woke (it saw the row free) is refused all the same: a waiter that is
-    // not rung (fast wake-up off, or a waiter on another Galera node) would
-    // otherwise lose every race to the holder's own threads.
-    enum class Intent { kNone, kWhenRefused, kWhenPollWakeIsRefused };
+    // that do not read yet wait behind it); or when the poll finds the name
+    // still held and no bell is watched for it (fast wake-up off, a holder
+    // without a bell, a waiter on another Galera node): a waiter that is not
+    // rung would otherwise lose every race to the holder's own threads, who
+    // hand the name to each other.
+    enum class Intent { kNone, kWhenRefused, kWhenNotRung };
     Intent intents = Intent::kNone;
     // The kinds of rows whose holds keep its waiters out (BellWatcher).
     std::vector<Kind> blocked_by;
@@ -106,8 +107,8 @@ class HoldKind {
   // lets in (one waiter of this kind).
   virtual void wake(WaiterRegistry&, std::string_view name);
   // The poller: looks at the waited-for `names` in one statement per chunk
-  // and wakes the waiters that may get in now.
-  virtual void poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
+  // and wakes the waiters that may get in now. Returns the names still held.
+  virtual std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
   // A driver subscribed a waiter for `request` / the last waiter of `key`
   // left.
   virtual void waiting_started(Engine&, const AcquireRequest&) {}
@@ -117,6 +118,14 @@ class HoldKind {
   virtual std::optional<std::int64_t> ttl_us(Engine&, std::string_view name) = 0;
   // Frees every hold of `name`; how many.
   virtual std::size_t force(Engine&, Connection&, std::string_view name);
+  // This client's waiting marks (Traits::intents) on `names`, set or
+  // renewed for `lease_us`; returns the names it holds a mark on now.
+  // Default: the row's one mark (intent_id), unless another client's is
+  // live there (HoldRows::set_intent).
+  virtual std::vector<std::string> mark(Engine&, Connection&, const std::vector<std::string>& names,
+                                        std::int64_t lease_us);
+  // Takes this client's mark off `name`.
+  virtual void unmark(Engine&, Connection&, std::string_view name);
   // The hold in `slot` of `name` is gone for good without a release by its
   // kind (it was lost, and its owner made its last unlock() call).
   virtual void dropped(std::string_view /*name*/, std::uint64_t /*slot*/) {}

@@ -2,6 +2,7 @@
 // freed (ringing for waiters elsewhere); force-unlock.
 #include <spdlog/spdlog.h>
 
+#include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
@@ -11,7 +12,6 @@ namespace dlock::details {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-std::int64_t micros(Millis d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
 }  // namespace
 
 void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
@@ -158,7 +158,8 @@ Engine::Handoff Engine::hand_over(HoldKind& k, NameKeyView key, std::uint64_t ow
   next.bound = request->bound;
   next.chain_started = before.chain_started == SteadyTime{} ? sent : before.chain_started;
   holds_.record_fresh(key, request->owner, next);
-  if (k.traits.intents != HoldKind::Traits::Intent::kNone) intent_taken(key);  // the statement cleared this client's mark
+  // The statement cleared this client's mark on the row.
+  if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(key);
   handoffs_.fetch_add(1, std::memory_order_relaxed);
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} {} handed over by {}/{} to {}", kind_name(key.kind), printable(key.name), machine_id_,

@@ -5,6 +5,7 @@
 // A release, a re-entry and a renewal are the engine's generic statements.
 #include <cppconn/prepared_statement.h>
 
+#include "base/micros.hpp"
 #include "base/known_rows.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
@@ -19,7 +20,7 @@ HoldKind::Traits lock_traits() {
   HoldKind::Traits t;
   t.kind = Kind::kLock;
   t.serial = Kind::kLock;
-  t.intents = HoldKind::Traits::Intent::kWhenPollWakeIsRefused;
+  t.intents = HoldKind::Traits::Intent::kWhenNotRung;
   t.blocked_by = {Kind::kLock};
   return t;
 }
@@ -75,7 +76,7 @@ class LockKind final : public HoldKind {
     Taken t;
     const std::string_view name = r.key.name;
     const bool known = known_.contains(name);
-    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(r.lease).count();
+    const std::int64_t lease_us = micros(r.lease);
     std::int64_t changed = 0;
     const auto statement = [&](Connection& c) {
       // The row records this session's bell (taken on the session's first
@@ -136,7 +137,7 @@ class LockKind final : public HoldKind {
 
   bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(request.lease).count();
+    const std::int64_t lease_us = micros(request.lease);
     return e.rows().run(c, "handing a lock over", [&] {
              auto& ps = c.prepared(hand_over_sql_);
              Binder(ps)
@@ -154,7 +155,8 @@ class LockKind final : public HoldKind {
            }) > 0;
   }
 
-  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+    std::vector<std::string> held;
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for locks", [&] {
         auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
@@ -163,15 +165,19 @@ class LockKind final : public HoldKind {
         std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
         while (rs->next()) {
           const std::string name = rs->getString(1);
-          if (rs->getInt(2) == 1) continue;  // still held
+          if (rs->getInt(2) == 1) {
+            held.push_back(name);
+            continue;
+          }
           const NameKeyView key{Kind::kLock, name};
           e.hint_free_if_held_here(key);  // that local hold is lost
           const std::uint64_t intent = rs->getUInt64(3);
-          if (intent == 0 || intent == e.client_key()) e.poll_woke(key);
+          if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
         }
         return 0;
       });
     });
+    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return row(e, name).live; }

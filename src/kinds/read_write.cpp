@@ -1,15 +1,16 @@
-// The read-write lock: the head row (3, name, 0) carries the write hold, a
-// count of the read holds (readers) and a waiting writer's mark
-// (intent_id); each read hold is a slot row (4, name, slot) of the reading
-// client (slot = its 48-bit key, then the slot's 16-bit number), reused
-// from hold to hold.
+// The read-write lock: the head row (3, name, 0) carries the write hold and
+// a count of the read holds (readers); each read hold is a slot row (4,
+// name, slot) of the reading client (slot = its 48-bit key, then the slot's
+// 16-bit number), reused from hold to hold; each client with a waiting
+// writer keeps a mark row (3, name, its key) live while it waits.
 //
 // The rule, decided on the head row under its row lock: a write is taken
-// only while no write is live, no read is counted and no other client's
-// writer mark is live; a read only while no write is live (or the live
-// write is the same owner's: a downgrade) and no writer mark is live. A
-// read take and its release change the slot row and the count in one
-// multi-table UPDATE, so the count moves with the slot. A count can only be
+// only while no write is live and no read is counted; a read only while no
+// write is live and no writer's mark row is live (or the live write is the
+// same owner's: a downgrade). So once a writer waits, new readers wait
+// behind it, whichever client's writers wait and in whichever order they
+// stop. A read take and its release change the slot row and the count in
+// one multi-table UPDATE, so the count moves with the slot. A count can only be
 // too high: for reads whose leases ran out unreleased (a client that
 // died). A writer refused by a count that no live read backs recounts
 // under the head's row lock (a transaction of four statements, only then).
@@ -20,9 +21,9 @@
 // is the head's fence + 1, so it is above every write that ended before it
 // and below every write taken after it, without the read writing the fence.
 //
-// Slot rows do not accumulate: a client that ends cleanly deletes its
-// own; any client deletes a name's rows that have been free or expired for
-// Engine::reader_rows_kept_for when it first reads the name, and sweeps
+// Slot and mark rows do not accumulate: a client that ends cleanly deletes
+// its own; any client deletes a name's rows that have been free or expired
+// for Engine::reader_rows_kept_for when it first reads the name, and sweeps
 // such rows (a bounded DELETE) every so often.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
@@ -31,10 +32,11 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "base/known_rows.hpp"
+#include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
+#include "kinds/read_write_rows.hpp"
 #include "kinds/reader_slots.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
@@ -44,114 +46,10 @@ namespace dlock::details {
 namespace {
 
 using Micros = std::chrono::microseconds;
-std::int64_t micros(Millis d) { return std::chrono::duration_cast<Micros>(d).count(); }
 
 // A reader is held back by a writer that is taking the write side right
 // now (its mark live, no read ahead of it): it looks again this soon.
 constexpr std::int64_t kWriterTakingUs = 20'000;
-
-std::uint64_t reader_slot(std::uint64_t client_key, std::uint32_t index) { return client_key << 16 | index; }
-
-// What both sides share: the statements and the head rows known to exist.
-struct Shared {
-  explicit Shared(const HoldRows& rows) : q(rows.quoted()) {
-    const std::string h = " h.kind = 3 AND h.lock_name = ? AND h.slot = 0";
-    take_write = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 2") +
-                 ", intent_id = IF(intent_id = ?, 0, intent_id) WHERE kind = 3 AND lock_name = ? AND slot = 0"
-                 " AND (expire_time <= NOW(6) OR hold_id = ?) AND readers = 0 AND " +
-                 fragments::no_foreign_intent();
-    // The fence, assigned before hold_id, still sees the hold the row had:
-    // a re-run that finds its own earlier run applied adds nothing. A read
-    // taken under the write (a downgrade) keeps the write from being handed on.
-    hand_over_write = "UPDATE " + q +
-                      " SET fence = IF(hold_id = ?, fence, fence + 2), state = 1, watchdog = ?, owner_id = ?,"
-                      " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND,"
-                      " intent_id = IF(intent_id = ?, 0, intent_id) WHERE kind = 3 AND lock_name = ? AND slot = 0"
-                      " AND hold_id IN (?, ?) AND " + fragments::live() + " AND readers = 0 AND " +
-                      fragments::no_foreign_intent();
-    // In multi-table UPDATEs neither MySQL nor MariaDB promises an order
-    // for the assignments, so each reads only columns no assignment changes.
-    take_read = "UPDATE " + q + " h JOIN " + q +
-                " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.slot = ? SET " +
-                fragments::take_assignments("r.", "h.fence + 1") +
-                ", r.read_epoch = h.read_epoch, h.readers = h.readers + 1 WHERE" + h +
-                " AND (r.expire_time <= NOW(6) OR r.hold_id = ?) AND ((h.expire_time <= NOW(6)"
-                " AND (h.intent_id = 0 OR h.intent_expire <= NOW(6))) OR (h.hold_id = ? AND h.expire_time > NOW(6)))";
-    const std::string uncount =
-        ", h.readers = IF(h.readers > 0 AND r.read_epoch = h.read_epoch AND r.acquired_at + INTERVAL ? MICROSECOND"
-        " <= NOW(6), h.readers - 1, h.readers)";
-    const auto build_free = [&](bool ring, const char* marks) {
-      return "UPDATE " + q + " r JOIN " + q +
-             " h ON h.kind = 3 AND h.lock_name = r.lock_name AND h.slot = 0 SET " +
-             (ring ? std::string("r.state = ") + kRingTerm + ", " : std::string()) +
-             fragments::free_assignments("r.") + uncount +
-             " WHERE r.kind = 4 AND r.lock_name = ? AND r.slot = ? AND r.hold_id = ? AND r.expire_time > NOW(6)" +
-             marks;
-    };
-    for (int ring = 0; ring < 2; ++ring) {
-      free_read[ring][0] = build_free(ring == 1, "");
-      free_read[ring][1] = build_free(ring == 1, " AND r.waiters = 0");
-      free_read[ring][2] = build_free(ring == 1, " AND r.waiters = 1");
-    }
-    const std::string readers = "(SELECT COUNT(*) FROM " + q +
-                                " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6))";
-    head = "SELECT " + fragments::row_columns("h.") + ", " + readers + ", (SELECT MAX(TIMESTAMPDIFF(MICROSECOND,"
-           " NOW(6), r.expire_time)) FROM " + q + " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND"
-           " r.expire_time > NOW(6)), (SELECT COUNT(*) FROM " + q + " r WHERE r.kind = 4 AND r.lock_name ="
-           " h.lock_name AND r.expire_time > NOW(6) AND r.hold_id >> 48 <> ? AND r.bell <> '') FROM " + q + " h WHERE" +
-           h;
-    poll = "SELECT h.lock_name, h.expire_time > NOW(6), h.readers, " + readers +
-           ", h.intent_id <> 0 AND h.intent_expire > NOW(6) FROM " + q + " h WHERE h.kind = 3 AND h.slot = 0 AND"
-           " h.lock_name IN (";
-  }
-  // The head row of `name`, with its live reads: how many, the longest
-  // lease left, how many are other clients' (with bells).
-  struct Head {
-    HoldRow row;
-    std::uint64_t live_reads = 0;
-    std::int64_t read_ttl_us = 0;
-    std::uint64_t foreign_reads = 0;
-  };
-  Head read_head(Engine& e, std::string_view name) const {
-    return e.read([&](Connection& c) {
-      return e.rows().run(c, "reading a read-write lock", [&] {
-        auto& ps = c.prepared(head);
-        Binder(ps).u64(e.hold_tag()).text(name);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        Head out;
-        out.row.key = RowKey{Kind::kWrite, std::string(name), 0};
-        if (!rs->next()) return out;
-        out.row = to_hold_row(*rs);
-        constexpr int n = 22;  // fragments::row_columns
-        out.live_reads = rs->getUInt64(n + 1);
-        if (!rs->isNull(n + 2)) out.read_ttl_us = rs->getInt64(n + 2);
-        out.foreign_reads = rs->getUInt64(n + 3);
-        return out;
-      });
-    });
-  }
-
-  // Makes the head row of `name` if it does not exist (free, fence 0).
-  void ensure_head(Engine& e, Connection& c, std::string_view name) {
-    if (heads.contains(name)) return;
-    e.rows().run(c, "making a read-write lock's row", [&] {
-      auto& ps = c.prepared("INSERT INTO " + q + " (kind, lock_name, slot) VALUES (3, ?, 0) ON DUPLICATE KEY UPDATE"
-                            " slot = slot");
-      Binder(ps).text(name);
-      return execute_update(ps);
-    });
-    heads.add(name);
-  }
-
-  std::string q;
-  std::string take_write;
-  std::string hand_over_write;
-  std::string take_read;
-  std::string free_read[2][3];  // [ring][marks: any, unmarked, marked]
-  std::string head;
-  std::string poll;
-  KnownRows heads;
-};
 
 HoldKind::Traits rw_traits(Kind kind) {
   HoldKind::Traits t;
@@ -173,7 +71,7 @@ void wake_both(WaiterRegistry& waiters, std::string_view name) {
 
 class WriteKind final : public HoldKind {
  public:
-  explicit WriteKind(std::shared_ptr<Shared> shared) : HoldKind(rw_traits(Kind::kWrite)), s_(std::move(shared)) {}
+  explicit WriteKind(std::shared_ptr<ReadWriteRows> shared) : HoldKind(rw_traits(Kind::kWrite)), s_(std::move(shared)) {}
 
   void check(Engine& e, const AcquireRequest& r) override {
     if (e.local_hold(NameKeyView{Kind::kRead, r.key.name}, r.owner)) {
@@ -197,7 +95,7 @@ class WriteKind final : public HoldKind {
               auto& ps = c.prepared(s_->take_write);
               Binder b(ps);
               bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-              b.u64(e.client_key()).text(r.key.name).u64(holder.hold_id).u64(e.client_key());
+              b.text(r.key.name).u64(holder.hold_id);
               return execute_update(ps);
             }) > 0;
             t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
@@ -209,22 +107,20 @@ class WriteKind final : public HoldKind {
                                                                               : Engine::Verdict::kRunAgain;
           });
       if (t.taken) return t;
-      // Why: a writer, counted reads, another client's waiting writer. A
-      // count that no live read backs (reads whose leases ran out
-      // unreleased) is recounted, and the take tried once more.
-      const Shared::Head head = s_->read_head(e, r.key.name);
+      // Why: a writer, or counted reads. A count that no live read backs
+      // (reads whose leases ran out unreleased) is recounted, and the take
+      // tried once more.
+      const ReadWriteRows::Head head = s_->read_head(e, r.key.name);
       const HoldRow& w = head.row;
       if (!w.exists) {
         s_->heads.forget(r.key.name);  // deleted behind the client's back: made again
         continue;
       }
-      if (!w.live && w.readers > 0 && head.live_reads == 0 && round == 0 && recount(e, r.key.name)) continue;
+      if (!w.live && w.readers > 0 && head.live_reads == 0 && round == 0 && s_->recount(e, r.key.name)) continue;
       if (w.live) {
         t.refusal = Refusal{w.ttl_us.value_or(0), !e.is_this_clients(w.hold_id)};
       } else if (w.readers > 0) {
         t.refusal = Refusal{head.read_ttl_us, head.foreign_reads > 0};
-      } else if (w.intent_id != 0 && w.intent_id != e.client_key()) {
-        t.refusal = Refusal{w.intent_ttl_us, false};  // free, but another client's writer goes next
       } else {
         t.refusal = Refusal{0, false};
       }
@@ -245,23 +141,69 @@ class WriteKind final : public HoldKind {
                  .u64(request.owner)
                  .u64(to)
                  .i64(micros(request.lease))
-                 .u64(e.client_key())
                  .text(row.name)
                  .u64(from)
-                 .u64(to)
-                 .u64(e.client_key());
+                 .u64(to);
              return execute_update(ps);
            }) > 0;
   }
 
+  std::vector<std::string> mark(Engine& e, Connection& c, const std::vector<std::string>& names,
+                                std::int64_t lease_us) override {
+    for (const auto& name : names) {
+      e.rows().run(c, "marking a waiting writer", [&] {
+        auto& ps = c.prepared(s_->mark);
+        Binder(ps).text(name).u64(e.client_key()).text(e.machine_id()).text(e.host()).u64(e.pid()).i64(lease_us).i64(
+            lease_us);
+        return execute_update(ps);
+      });
+      std::lock_guard<std::mutex> guard(marked_mutex_);
+      marked_.emplace(name);
+    }
+    return names;  // a client's own mark row is always its own
+  }
+
+  void unmark(Engine& e, Connection& c, std::string_view name) override {
+    e.rows().run(c, "unmarking a waiting writer", [&] {
+      auto& ps = c.prepared(s_->unmark);
+      Binder(ps).text(name).u64(e.client_key());
+      return execute_update(ps);
+    });
+  }
+
+  void shutdown(Engine& e, Connection& c) override {
+    // This client's mark rows (its marks were taken off just before).
+    std::vector<std::string> names;
+    {
+      std::lock_guard<std::mutex> guard(marked_mutex_);
+      names.assign(marked_.begin(), marked_.end());
+    }
+    for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+      e.rows().run(c, "deleting this client's writer marks", [&] {
+        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = 3 AND slot = ? AND lock_name IN (" +
+                              placeholders(bucket) + ")");
+        Binder b(ps);
+        b.u64(e.client_key());
+        bind_texts(b, names, first, count, bucket);
+        return execute_update(ps);
+      });
+    });
+  }
+
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+    std::vector<std::string> held;
     poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t readers,
                                 std::uint64_t live_reads, bool) {
       // A count no live read backs is recounted by the writer that wakes.
-      if (!write_live && (readers == 0 || live_reads == 0)) e.waiters().wake_one(NameKeyView{Kind::kWrite, name});
+      if (!write_live && (readers == 0 || live_reads == 0)) {
+        e.waiters().wake_one(NameKeyView{Kind::kWrite, name});
+      } else {
+        held.push_back(name);
+      }
     });
+    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return s_->read_head(e, name).row.live; }
@@ -291,68 +233,14 @@ class WriteKind final : public HoldKind {
   }
 
  private:
-  // Sets the count to 0 in a new epoch when no read hold of `name` is live:
-  // the head row locked first (no read can be taken or released while it
-  // is), then the live reads counted with a locking read. True if it did.
-  bool recount(Engine& e, std::string_view name) {
-    try {
-      const bool reset = e.with_connection([&](Connection& c) {
-        return e.rows().run(c, "recounting a read-write lock's reads", [&] {
-          struct Rollback {
-            Connection& c;
-            bool done = false;
-            ~Rollback() {
-              if (done) return;
-              try {
-                c.execute_plain("ROLLBACK");
-              } catch (...) {
-                // A dead session rolls back on its own.
-              }
-            }
-          };
-          c.execute_plain("START TRANSACTION");
-          Rollback rollback{c};
-          {
-            auto& lock = c.prepared("SELECT readers FROM " + s_->q + " WHERE kind = 3 AND lock_name = ? AND slot = 0"
-                                    " FOR UPDATE");
-            Binder(lock).text(name);
-            std::unique_ptr<sql::ResultSet> rs(lock.executeQuery());
-          }
-          std::int64_t live = 0;
-          {
-            auto& count = c.prepared("SELECT COUNT(*) FROM " + s_->q + " WHERE kind = 4 AND lock_name = ? AND " +
-                                     fragments::live() + " LOCK IN SHARE MODE");
-            Binder(count).text(name);
-            std::unique_ptr<sql::ResultSet> rs(count.executeQuery());
-            if (rs->next()) live = rs->getInt64(1);
-          }
-          bool changed = false;
-          if (live == 0) {
-            auto& forget = c.prepared("UPDATE " + s_->q + " SET readers = 0, read_epoch = read_epoch + 1 WHERE"
-                                      " kind = 3 AND lock_name = ? AND slot = 0 AND readers > 0");
-            Binder(forget).text(name);
-            changed = forget.executeUpdate() > 0;
-          }
-          c.execute_plain("COMMIT");
-          rollback.done = true;
-          return changed;
-        });
-      });
-      if (reset) e.logger()->info("dlock: read-write lock {}: forgot a count of reads no live read holds", printable(name));
-      return reset;
-    } catch (const BackendError& err) {
-      // Whatever it did was safe; the next attempt looks again.
-      e.logger()->debug("dlock: could not recount the reads of {}: {}", printable(name), err.what());
-      return false;
-    }
-  }
-
-  std::shared_ptr<Shared> s_;
+  std::shared_ptr<ReadWriteRows> s_;
+  std::mutex marked_mutex_;
+  StringSet marked_;  // names this client has made a mark row for
 };
 
 class ReadKind final : public HoldKind {
  public:
-  ReadKind(std::shared_ptr<Shared> shared, WriteKind& write)
+  ReadKind(std::shared_ptr<ReadWriteRows> shared, WriteKind& write)
       : HoldKind(rw_traits(Kind::kRead)), s_(std::move(shared)), write_(write) {}
 
   Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
@@ -412,16 +300,16 @@ class ReadKind final : public HoldKind {
   }
 
   Refusal refused(Engine& e, const AcquireRequest& r, const Taken&) override {
-    const Shared::Head head = s_->read_head(e, r.key.name);
+    const ReadWriteRows::Head head = s_->read_head(e, r.key.name);
     const HoldRow& w = head.row;
     // Wait for the writer: at its release (its bell), or its lease end.
     if (w.live) return Refusal{w.ttl_us.value_or(0), !e.is_this_clients(w.hold_id)};
-    if (w.intent_id != 0) {
+    if (head.marks_ttl_us) {
       // Held back by a waiting writer, which takes the lock when the reads
       // ahead end, then releases it (its bell): look again when those reads
       // end, or very soon when none is ahead (the writer is taking it now).
       const std::int64_t reads = head.live_reads > 0 ? head.read_ttl_us : kWriterTakingUs;
-      return Refusal{std::min(w.intent_ttl_us, reads), false};
+      return Refusal{std::min(*head.marks_ttl_us, reads), false};
     }
     return Refusal{0, false};
   }
@@ -453,11 +341,17 @@ class ReadKind final : public HoldKind {
 
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+    std::vector<std::string> held;
     write_.poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t, std::uint64_t,
                                        bool intent) {
-      if (!write_live && !intent) e.waiters().wake_all(NameKeyView{Kind::kRead, name});
+      if (!write_live && !intent) {
+        e.waiters().wake_all(NameKeyView{Kind::kRead, name});
+      } else {
+        held.push_back(name);
+      }
     });
+    return held;
   }
 
   bool is_locked(Engine& e, std::string_view name) override {
@@ -490,10 +384,14 @@ class ReadKind final : public HoldKind {
     // The slot rows of clients that died, everywhere, now and then.
     const auto now = std::chrono::steady_clock::now();
     const Millis kept = e.reader_rows_kept_for();
+    const Millis every = std::min<Millis>(kept, std::chrono::minutes(10));
+    if (next_sweep_ == std::chrono::steady_clock::time_point{}) next_sweep_ = now + every;
     if (now < next_sweep_) return;
-    next_sweep_ = now + std::min<Millis>(kept, std::chrono::minutes(10));
+    next_sweep_ = now + every;
     try {
-      sweep(e, connection(), nullptr, kept);
+      // Within a second: never at the cost of the watchdog's next tick.
+      CallBudget budget(std::chrono::seconds(1));
+      s_->sweep(e, connection(), nullptr, kept);
     } catch (const BackendError& err) {
       e.logger()->debug("dlock: could not sweep stale reader slot rows: {}", err.what());
     }
@@ -518,7 +416,7 @@ class ReadKind final : public HoldKind {
   void ensure_slot(Engine& e, Connection& c, std::string_view name, std::uint64_t slot) {
     // The first time this client reads the name: other clients' rows of it
     // left long ago go, then this one's is made.
-    sweep(e, c, &name, e.reader_rows_kept_for());
+    s_->sweep(e, c, &name, e.reader_rows_kept_for());
     e.rows().run(c, "making a reader slot row", [&] {
       auto& ps = c.prepared("INSERT INTO " + s_->q + " (kind, lock_name, slot) VALUES (4, ?, ?) ON DUPLICATE KEY"
                             " UPDATE slot = slot");
@@ -527,22 +425,8 @@ class ReadKind final : public HoldKind {
     });
   }
 
-  // Deletes slot rows (of `name`, else of every name, a bounded number)
-  // that have been free or expired, and untouched, for `kept`.
-  void sweep(Engine& e, Connection& c, const std::string_view* name, Millis kept) {
-    const std::int64_t kept_us = micros(kept);
-    e.rows().run(c, "deleting stale reader slots", [&] {
-      auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = 4" + (name != nullptr ? " AND lock_name = ?" : "") +
-                            " AND expire_time < NOW(6) - INTERVAL ? MICROSECOND AND gmt_modified < NOW(6) - INTERVAL ?"
-                            " MICROSECOND" + (name != nullptr ? "" : " LIMIT 1000"));
-      Binder b(ps);
-      if (name != nullptr) b.text(*name);
-      b.i64(kept_us).i64(kept_us);
-      return execute_update(ps);
-    });
-  }
 
-  std::shared_ptr<Shared> s_;
+  std::shared_ptr<ReadWriteRows> s_;
   WriteKind& write_;
   ReaderSlots slots_;
   std::chrono::steady_clock::time_point next_sweep_{};  // io thread only
@@ -551,7 +435,7 @@ class ReadKind final : public HoldKind {
 }  // namespace
 
 ReadWriteKinds make_read_write_kinds(const HoldRows& rows) {
-  auto shared = std::make_shared<Shared>(rows);
+  auto shared = std::make_shared<ReadWriteRows>(rows);
   auto write = std::make_unique<WriteKind>(shared);
   auto read = std::make_unique<ReadKind>(shared, *write);
   return ReadWriteKinds{std::move(write), std::move(read)};

@@ -14,6 +14,7 @@
 
 #include <mutex>
 
+#include "base/micros.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
 #include "sql/bells.hpp"
@@ -69,7 +70,7 @@ class SemaphoreKind final : public HoldKind {
     Taken t;
     t.slot = kAnySlot;
     const std::string_view name = r.key.name;
-    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(r.lease).count();
+    const std::int64_t lease_us = micros(r.lease);
     for (int round = 0; round < kMaxTakeRounds; ++round) {
       bool raced = false;
       const auto statement = [&](Connection& c) {
@@ -141,7 +142,7 @@ class SemaphoreKind final : public HoldKind {
 
   bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    const std::int64_t lease_us = std::chrono::duration_cast<std::chrono::microseconds>(request.lease).count();
+    const std::int64_t lease_us = micros(request.lease);
     return e.rows().run(c, "handing a permit over", [&] {
              auto& ps = c.prepared(hand_over_sql_);
              Binder(ps)
@@ -162,7 +163,8 @@ class SemaphoreKind final : public HoldKind {
   // a lower bound might not fit in it.
   bool fits(const Hold& held, const AcquireRequest& request) const override { return request.bound >= held.bound; }
 
-  void poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+    std::vector<std::string> held;
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for semaphores", [&] {
         auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ") GROUP BY lock_name");
@@ -172,11 +174,16 @@ class SemaphoreKind final : public HoldKind {
         while (rs->next()) {
           const std::string name = rs->getString(1);
           const std::uint64_t live = rs->isNull(2) ? 0 : rs->getUInt64(2);
-          if (live < bound_of(name)) e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
+          if (live < bound_of(name)) {
+            e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
+          } else {
+            held.push_back(name);
+          }
         }
         return 0;
       });
     });
+    return held;
   }
 
   // The bound each waited-for semaphore was last asked with (the poller's

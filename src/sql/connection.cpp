@@ -55,13 +55,11 @@ namespace {
 thread_local CallBudget::Clock::time_point call_deadline = CallBudget::Clock::time_point::max();
 }  // namespace
 
-CallBudget::CallBudget(Millis budget) : outermost_(call_deadline == Clock::time_point::max()) {
-  if (outermost_) call_deadline = Clock::now() + budget;
+CallBudget::CallBudget(Millis budget) : enclosing_(call_deadline) {
+  call_deadline = std::min(call_deadline, Clock::now() + budget);
 }
 
-CallBudget::~CallBudget() {
-  if (outermost_) call_deadline = Clock::time_point::max();
-}
+CallBudget::~CallBudget() { call_deadline = enclosing_; }
 
 CallBudget::Clock::time_point CallBudget::deadline() { return call_deadline; }
 

@@ -46,7 +46,8 @@ struct ConnectionSettings {
 };
 
 // The time budget of one library call, as a deadline for the calling
-// thread. The outermost CallBudget on a thread sets it; nested ones keep it.
+// thread. A nested CallBudget can only narrow it (a step of a call that
+// must end sooner), never extend it; the enclosing one is back when it ends.
 // Statement retries and waits for a pooled connection stay inside it, so a
 // call made of several statements (an acquire and its reconciling read, an
 // unlock) still ends within about io_timeout in total.
@@ -63,7 +64,7 @@ class CallBudget {
   static bool allows(Clock::duration more);
 
  private:
-  bool outermost_;
+  Clock::time_point enclosing_;
 };
 
 // MySQL error numbers the library reacts to.

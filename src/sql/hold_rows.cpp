@@ -357,15 +357,46 @@ std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds)
 
 std::size_t HoldRows::restamp(Connection& c, const std::vector<HeldRow>& holds, const std::string& from,
                               const std::string* to) const {
+  // Rows another transaction has locked are skipped, not waited for (their
+  // waiters fall back to the poll): this runs after a ring, often on the io
+  // thread, which must not wait out a lock.
   std::size_t moved = 0;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
     moved += static_cast<std::size_t>(run(c, "re-stamping a session bell", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ + " SET bell = ? WHERE " + list.sql() + " AND bell = ?");
-      Binder b(ps);
-      b.text(to != nullptr ? *to : kNoBell);
-      list.bind(b);
-      b.text(from);
-      return execute_update(ps);
+      c.execute_plain("START TRANSACTION");
+      try {
+        std::vector<HeldRow> unlocked;
+        {
+          auto& ps = c.prepared("SELECT kind, lock_name, slot, hold_id FROM " + quoted_ + " WHERE " + list.sql() +
+                                " AND bell = ? FOR UPDATE SKIP LOCKED");
+          Binder b(ps);
+          list.bind(b);
+          b.text(from);
+          std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+          while (rs->next())
+            unlocked.push_back(
+                HeldRow{RowKey{static_cast<Kind>(rs->getUInt(1)), rs->getString(2), rs->getUInt64(3)}, rs->getUInt64(4)});
+        }
+        std::int64_t n = 0;
+        if (!unlocked.empty()) {
+          const HoldList rows(unlocked, 0, unlocked.size());
+          auto& ps = c.prepared("UPDATE " + quoted_ + " SET bell = ? WHERE " + rows.sql() + " AND bell = ?");
+          Binder b(ps);
+          b.text(to != nullptr ? *to : kNoBell);
+          rows.bind(b);
+          b.text(from);
+          n = execute_update(ps);
+        }
+        c.execute_plain("COMMIT");
+        return n;
+      } catch (...) {
+        try {
+          c.execute_plain("ROLLBACK");
+        } catch (const sql::SQLException&) {
+          c.mark_broken();
+        }
+        throw;
+      }
     }));
   });
   return moved;

@@ -130,6 +130,13 @@ void BellWatcher::disarm(const NameKey& key) {
     if (address.server_id != 0) hooks_.interrupt(address, std::move(check));
 }
 
+bool BellWatcher::watching(const NameKey& key) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = watching_.find(key);
+  if (it == watching_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(), [](const Slot* s) { return s->blocked && !s->bell.empty(); });
+}
+
 std::string BellWatcher::choose_bell(Slot& slot, const NameKey& key, const std::vector<std::string>& bells) {
   std::lock_guard<std::mutex> guard(mutex_);
   const auto watched = [&](const std::string& bell) {

@@ -90,6 +90,8 @@ class BellWatcher {
   void arm(const NameKey& key);
   // No local waiter waits for `key` any more: stop watching it.
   void disarm(const NameKey& key);
+  // True while a connection waits on a bell for `key` (a release rings it).
+  bool watching(const NameKey& key) const;
 
  private:
   struct Slot {
