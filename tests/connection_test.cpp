@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -107,6 +108,39 @@ TEST(Pool, SessionBoundJobRunsOnThatSessionWhenItIsIdle) {
   }
   pool.run_when_idle(id + 1'000'000, job);  // no such session: nothing to do
   EXPECT_EQ(ran_on.size(), 2u);
+}
+
+// A job posted while another thread takes and returns the session over
+// and over is never dropped: it runs on its session, once, either at once
+// or when the session comes back.
+TEST(Pool, ASessionBoundJobIsNeverDroppedWhileOthersTakeTheSession) {
+  details::ConnectionPool pool(details::ConnectionSettings::from(Options::from_url(test::database_url())), 1);
+  std::uint64_t id = 0;
+  {
+    auto first = pool.acquire();
+    id = first->session_key();
+  }
+  std::atomic<bool> stop{false};
+  std::thread taker([&] {
+    while (!stop.load()) {
+      auto c = pool.acquire(id);
+      std::this_thread::yield();
+    }
+  });
+  constexpr int kJobs = 20'000;
+  std::atomic<int> ran{0};
+  std::atomic<int> elsewhere{0};
+  for (int i = 0; i < kJobs; ++i) {
+    pool.run_when_idle(id, [&](details::Connection& c) {
+      if (c.session_key() != id) elsewhere.fetch_add(1);
+      ran.fetch_add(1);
+    });
+  }
+  stop = true;
+  taker.join();
+  { auto settle = pool.acquire(id); }  // the last posted jobs run at this return
+  EXPECT_EQ(ran.load(), kJobs) << "jobs were dropped";
+  EXPECT_EQ(elsewhere.load(), 0);
 }
 
 TEST(Pool, ExhaustedPoolGivesBackendErrorAfterIoTimeout) {
@@ -268,6 +302,61 @@ TEST(Failover, ARefusedAccountIsNoReasonToMove) {
   }
   EXPECT_EQ(moves, 0) << "every node of a cluster would refuse the account alike";
   EXPECT_EQ(settings.servers->current(), 0u);
+}
+
+// A second private server (scripts/db.sh in a directory of its own), made
+// read-only like a replica. Stopped and deleted when the test ends.
+class ReadOnlyServer {
+ public:
+  ReadOnlyServer()
+      : dir_(std::string(DLOCK_TEST_WORK_DIR) + "/read-only-db-" + std::to_string(::getpid())), port_(closed_port()) {
+    db("wipe");  // one a crashed run left behind
+    ok_ = db("start") == 0 && db("client -e 'SET GLOBAL read_only = 1'") == 0;
+  }
+  ~ReadOnlyServer() { db("wipe"); }
+  ReadOnlyServer(const ReadOnlyServer&) = delete;
+  ReadOnlyServer& operator=(const ReadOnlyServer&) = delete;
+  bool ok() const { return ok_; }
+  unsigned port() const { return port_; }
+
+ private:
+  int db(const std::string& command) const {
+    const std::string line = "DLOCK_DB_DIR='" + dir_ + "' DLOCK_DB_PORT=" + std::to_string(port_) + " bash '" +
+                             DLOCK_SOURCE_DIR "/scripts/db.sh' " + command + " >/dev/null 2>&1";
+    return std::system(line.c_str());
+  }
+  std::string dir_;
+  unsigned port_;
+  bool ok_ = false;
+};
+
+TEST(Failover, AReadOnlyServerIsRefusedAtConnectAndTheClientMovesOn) {
+  const ReadOnlyServer replica;
+  ASSERT_TRUE(replica.ok()) << "could not start a second private server";
+  const Options options = fresh_options();
+  Options replica_first = options;
+  replica_first.host = "127.0.0.1";
+  replica_first.port = replica.port();
+  Options alone = replica_first;
+  replica_first.failover_servers = {{options.host, options.port}};
+  try {
+    details::Connection::open(details::ConnectionSettings::from(alone));
+    ADD_FAILURE() << "a read-only server was accepted";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.code(), details::mysql_error::kReadOnly);
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+    EXPECT_TRUE(details::is_connection_error(e.code())) << "refused like an unreachable server";
+  }
+  DatabaseDistributedLock client(replica_first);
+  DatabaseDistributedLock plain(same_table(options));
+  client.lock("replica");
+  EXPECT_FALSE(plain.try_lock("replica")) << "the client moved on to the writable server";
+  Permit permit = client.get_semaphore("replica", 1).acquire();
+  EXPECT_FALSE(plain.get_semaphore("replica", 1).try_acquire().has_value());
+  permit.release();
+  client.unlock("replica");
+  EXPECT_TRUE(plain.try_lock("replica"));
+  plain.unlock("replica");
 }
 
 TEST(Failover, AClientWhoseFirstServerIsDownLocksThroughTheNext) {
