@@ -57,9 +57,13 @@
 //   * Per operation (Boost 1.77 or later, where Asio has cancellation slots;
 //     this header is compiled in your translation unit, so your Boost
 //     decides): emitting a cancellation signal bound to the handler does the
-//     same for that one operation. The slot is connected before the
-//     operation starts and cleared when its handler runs; a signal emitted
-//     after the operation ended does nothing.
+//     same for that one operation; any cancellation type but `none` counts.
+//     Emit it where the handler runs (its executor or strand), as Asio asks
+//     of every slot. The slot is connected before the operation starts and
+//     cleared when its handler runs; a signal emitted after the operation
+//     ended, or after the client is gone, does nothing. `co_await (lock ||
+//     timer)` with Asio's awaitable operators works this way. Semaphore
+//     acquires (async_acquire, async_try_acquire) are cancelled alike.
 //   * A cancelled operation holds nothing afterwards. An attempt already
 //     running in the database finishes first: if it acquired, the operation
 //     completes successfully (the cancellation came too late) and holds.
