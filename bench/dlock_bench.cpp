@@ -307,13 +307,18 @@ struct Bench {
                  async_ratio <= 1.15, false});
     report.goal({"uncontended cycle, dlock-semaphore (acquire + release of a permit): exactly 2 statements",
                  num(statements["dlock-semaphore"], 2), statements["dlock-semaphore"] == 2.0, true});
-    const double semaphore_ratio = summarize(samples["dlock-semaphore"]).median / floor_median;
-    report.goal({"uncontended latency, dlock-semaphore: <= 1.10 x floor", num(semaphore_ratio, 2) + " x",
-                 semaphore_ratio <= 1.10, false});
     report.goal({"uncontended cycle, dlock-read (read lock + unlock): exactly 2 statements",
                  num(statements["dlock-read"], 2), statements["dlock-read"] == 2.0, true});
     report.goal({"uncontended cycle, dlock-write (write lock + unlock, no reader): exactly 2 statements",
                  num(statements["dlock-write"], 2), statements["dlock-write"] == 2.0, true});
+    // Every kind on the one engine: a permit and the write side cost what
+    // the lock's floor does, the read side (two rows per statement) a little more.
+    for (const auto& [name, bound] : {std::pair<const char*, double>{"dlock-semaphore", 1.05},
+                                      {"dlock-write", 1.05}, {"dlock-read", 1.2}}) {
+      const double ratio = summarize(samples[name]).median / floor_median;
+      report.goal({std::string("uncontended latency, ") + name + ": <= " + num(bound, 2) + " x floor",
+                   num(ratio, 2) + " x", ratio <= bound, false});
+    }
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"session bells' cost, uncontended: dlock-watchdog <= 1.03 x dlock-no-wakeup",
                  num(doorbell_cost, 2) + " x", doorbell_cost <= 1.03, false});
