@@ -32,6 +32,8 @@
 #include <string>
 #include <thread>
 
+#include "holds_error.hpp"
+
 static_assert(BOOST_VERSION >= 107700, "this test needs Asio's cancellation slots (Boost 1.77 or later)");
 
 namespace dlock {
@@ -39,6 +41,7 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using test::holds_error;
 
 // The private test database (scripts/db.sh), one table per test.
 Options options_for(const std::string& test) {
@@ -49,18 +52,6 @@ Options options_for(const std::string& test) {
   o.poll_interval = 200ms;
   o.io_timeout = 5s;
   return o;
-}
-
-template <class E>
-bool holds_error(const std::exception_ptr& error) {
-  if (!error) return false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
 }
 
 TEST(Cancellation, ASignalEndsAPendingLockWithCancelledAndLeavesNothingHeld) {

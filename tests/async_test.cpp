@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "holds_error.hpp"
 #include "test_env.hpp"
 #include "thread_count.hpp"
 
@@ -31,26 +32,13 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using test::holds_error;
 using test::ChildProcess;
 using test::fresh_options;
 using test::same_table;
 using test::url_for;
 using test::thread_count;
 using test::wait_until;
-
-// The exception inside `error`, rethrown, as type E (fails the test if it
-// is null or of another type).
-template <class E>
-bool holds_error(const std::exception_ptr& error) {
-  if (!error) return false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
 
 TEST(Async, CallbackRunsOnALibraryThreadAfterTheInitiatingCallReturns) {
   DatabaseDistributedLock client(fresh_options());

@@ -63,10 +63,8 @@ class LockKind final : public HoldKind {
     // the row had: a re-run that finds its own earlier run applied adds
     // nothing. The bell and the waiters mark stay: the new hold is rung
     // from the old one's session.
-    hand_over_sql_ = "UPDATE " + q +
-                     " SET fence = IF(hold_id = ?, fence, fence + 1), state = 1, watchdog = ?, owner_id = ?,"
-                     " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND,"
-                     " intent_id = IF(intent_id = ?, 0, intent_id)" + where + " AND hold_id IN (?, ?) AND " +
+    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments(1) +
+                     ", intent_id = IF(intent_id = ?, 0, intent_id)" + where + " AND hold_id IN (?, ?) AND " +
                      fragments::live() + " AND " + fragments::no_foreign_intent();
     poll_sql_ = "SELECT lock_name, " + fragments::live() + ", IF(intent_expire > NOW(6), intent_id, 0) FROM " + q +
                 " WHERE kind = 1 AND slot = 0 AND lock_name IN (";
@@ -137,20 +135,11 @@ class LockKind final : public HoldKind {
 
   bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    const std::int64_t lease_us = micros(request.lease);
     return e.rows().run(c, "handing a lock over", [&] {
              auto& ps = c.prepared(hand_over_sql_);
-             Binder(ps)
-                 .u64(to)
-                 .flag(request.watchdog)
-                 .u64(request.owner)
-                 .u64(to)
-                 .i64(lease_us)
-                 .u64(e.client_key())
-                 .text(row.name)
-                 .u64(from)
-                 .u64(to)
-                 .u64(e.client_key());
+             Binder b(ps);
+             bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+             b.u64(e.client_key()).text(row.name).u64(from).u64(to).u64(e.client_key());
              return execute_update(ps);
            }) > 0;
   }

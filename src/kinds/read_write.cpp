@@ -135,15 +135,9 @@ class WriteKind final : public HoldKind {
                  const AcquireRequest& request) override {
     return e.rows().run(c, "handing a write lock over", [&] {
              auto& ps = c.prepared(s_->hand_over_write);
-             Binder(ps)
-                 .u64(to)
-                 .flag(request.watchdog)
-                 .u64(request.owner)
-                 .u64(to)
-                 .i64(micros(request.lease))
-                 .text(row.name)
-                 .u64(from)
-                 .u64(to);
+             Binder b(ps);
+             bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+             b.text(row.name).u64(from).u64(to);
              return execute_update(ps);
            }) > 0;
   }
@@ -317,20 +311,13 @@ class ReadKind final : public HoldKind {
   bool free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
             HoldRows::Marks marks, bool ring) override {
     const int m = marks == HoldRows::Marks::kAny ? 0 : marks == HoldRows::Marks::kUnmarked ? 1 : 2;
-    bool changed = false;
-    try {
-      changed = e.rows().run(c, "releasing a read lock", [&] {
-        auto& ps = c.prepared(s_->free_read[ring ? 1 : 0][m]);
-        Binder b(ps);
-        if (ring) bind_ring(b, c);
-        b.i64(at_least_us).i64(at_least_us).text(row.name).u64(row.slot).u64(hold_id);
-        return execute_update(ps);
-      }) > 0;
-    } catch (const BackendError&) {
-      if (ring) c.mark_broken();  // which bell the session holds is unknown now
-      throw;
-    }
-    if (ring) rang(c, changed);
+    const bool changed = e.rows().run_free(c, "releasing a read lock", ring, [&] {
+      auto& ps = c.prepared(s_->free_read[ring ? 1 : 0][m]);
+      Binder b(ps);
+      if (ring) bind_ring(b, c);
+      b.i64(at_least_us).i64(at_least_us).text(row.name).u64(row.slot).u64(hold_id);
+      return execute_update(ps);
+    });
     if (changed || marks == HoldRows::Marks::kAny) dropped(row.name, row.slot);
     return changed;
   }

@@ -19,14 +19,11 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   take_write = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 2") +
                " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND (expire_time <= NOW(6) OR hold_id = ?)"
                " AND readers = 0";
-  // The fence, assigned before hold_id, still sees the hold the row had:
-  // a re-run that finds its own earlier run applied adds nothing. A read
-  // taken under the write (a downgrade) keeps the write from being handed on.
-  hand_over_write = "UPDATE " + q +
-                    " SET fence = IF(hold_id = ?, fence, fence + 2), state = 1, watchdog = ?, owner_id = ?,"
-                    " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND"
-                    " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " +
-                    fragments::live() + " AND readers = 0";
+  // A read taken under the write (a downgrade) keeps the write from being
+  // handed on.
+  hand_over_write = "UPDATE " + q + " SET " + fragments::hand_over_assignments(2) +
+                    " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " + fragments::live() +
+                    " AND readers = 0";
   // A waiting writer's mark: its client's row, live while it waits.
   mark = "INSERT INTO " + q + " (kind, lock_name, slot, owner_id, machine_id, holder_host, holder_pid, acquired_at,"
          " expire_time) VALUES (3, ?, ?, 0, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY"

@@ -55,9 +55,7 @@ class SemaphoreKind final : public HoldKind {
                 " 1, ?, ?, ?, ?, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND, ?, 0, ? FROM " + q +
                 " WHERE kind = 2 AND lock_name = ? HAVING COALESCE(MAX(slot) + 1, 0) < ?";
     // Same slot: the waiter's permit under a new hold, fence moved on.
-    hand_over_sql_ = "UPDATE " + q +
-                     " SET fence = IF(hold_id = ?, fence, fence + 1), state = 1, watchdog = ?, owner_id = ?,"
-                     " hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + INTERVAL ? MICROSECOND, bound = ?"
+    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments(1) + ", bound = ?"
                      " WHERE kind = 2 AND lock_name = ? AND hold_id IN (?, ?) AND " + fragments::live();
     use_sql_ = "SELECT COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)),"
                " SUM(hold_id >> 48 <> ? AND bell <> '') FROM " + q + " WHERE kind = 2 AND lock_name = ? AND " +
@@ -142,19 +140,11 @@ class SemaphoreKind final : public HoldKind {
 
   bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    const std::int64_t lease_us = micros(request.lease);
     return e.rows().run(c, "handing a permit over", [&] {
              auto& ps = c.prepared(hand_over_sql_);
-             Binder(ps)
-                 .u64(to)
-                 .flag(request.watchdog)
-                 .u64(request.owner)
-                 .u64(to)
-                 .i64(lease_us)
-                 .u64(request.bound)
-                 .text(row.name)
-                 .u64(from)
-                 .u64(to);
+             Binder b(ps);
+             bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+             b.u64(request.bound).text(row.name).u64(from).u64(to);
              return execute_update(ps);
            }) > 0;
   }

@@ -39,6 +39,13 @@ std::string free_assignments(const std::string& a) {
          "acquired_at + INTERVAL ? MICROSECOND";
 }
 
+std::string hand_over_assignments(int fence_step) {
+  // The fence is assigned before hold_id, so it still sees the hold the row had.
+  return "fence = IF(hold_id = ?, fence, fence + " + std::to_string(fence_step) +
+         "), state = 1, watchdog = ?, owner_id = ?, hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + "
+         "INTERVAL ? MICROSECOND";
+}
+
 }  // namespace fragments
 
 namespace {
@@ -118,6 +125,10 @@ void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lea
                const std::string* bell) {
   b.u64(state).flag(watchdog).u64(holder.owner).u64(holder.hold_id).text(holder.label).text(holder.host);
   b.u64(holder.pid).i64(lease_us).text(bell != nullptr ? *bell : kNoBell);
+}
+
+void bind_hand_over(Binder& b, std::uint64_t to, bool watchdog, std::uint64_t owner, std::int64_t lease_us) {
+  b.u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us);
 }
 
 HoldRow to_hold_row(sql::ResultSet& rs, int first) {
@@ -261,25 +272,17 @@ bool HoldRows::free(Connection& c, const RowKey& key, std::uint64_t hold_id, std
   // is given back while the statement still holds the row lock, so a woken
   // waiter's attempt waits for that lock and then reads the freed row.
   const char* marked = marks == Marks::kMarked ? " AND waiters = 1" : marks == Marks::kUnmarked ? " AND waiters = 0" : "";
-  bool changed = false;
-  try {
-    changed = run(c, "releasing a hold", [&] {
-                auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
-                                      fragments::free_assignments() + " WHERE " + key_match(key) + " AND hold_id = ? AND " +
-                                      fragments::live() + marked);
-                Binder b(ps);
-                if (ring) bind_ring(b, c);
-                b.i64(at_least_us);
-                bind_key(b, key);
-                b.u64(hold_id);
-                return execute_update(ps);
-              }) > 0;
-  } catch (const BackendError&) {
-    if (ring) c.mark_broken();  // which bell the session holds is unknown now
-    throw;
-  }
-  if (ring) rang(c, changed);
-  return changed;
+  return run_free(c, "releasing a hold", ring, [&] {
+    auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
+                          fragments::free_assignments() + " WHERE " + key_match(key) + " AND hold_id = ? AND " +
+                          fragments::live() + marked);
+    Binder b(ps);
+    if (ring) bind_ring(b, c);
+    b.i64(at_least_us);
+    bind_key(b, key);
+    b.u64(hold_id);
+    return execute_update(ps);
+  });
 }
 
 std::size_t HoldRows::renew(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const {
@@ -299,45 +302,9 @@ std::size_t HoldRows::renew(Connection& c, const std::vector<HeldRow>& holds, st
 
 std::size_t HoldRows::renew_skipping_locked(Connection& c, const std::vector<HeldRow>& holds,
                                             std::int64_t lease_us) const {
-  std::size_t renewed = 0;
-  for_each_hold_chunk(holds, [&](const HoldList& list) {
-    renewed += static_cast<std::size_t>(run(c, "renewing leases around locked rows", [&] {
-      c.execute_plain("START TRANSACTION");
-      try {
-        std::vector<HeldRow> unlocked;
-        {
-          auto& ps = c.prepared("SELECT kind, lock_name, slot, hold_id FROM " + quoted_ + " WHERE " + list.sql() +
-                                " AND watchdog = 1 FOR UPDATE SKIP LOCKED");
-          Binder b(ps);
-          list.bind(b);
-          std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-          while (rs->next())
-            unlocked.push_back(
-                HeldRow{RowKey{static_cast<Kind>(rs->getUInt(1)), rs->getString(2), rs->getUInt64(3)}, rs->getUInt64(4)});
-        }
-        std::int64_t n = 0;
-        if (!unlocked.empty()) {
-          const HoldList rows(unlocked, 0, unlocked.size());
-          auto& ps = c.prepared("UPDATE " + quoted_ + " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
-                                rows.sql() + " AND watchdog = 1 AND " + fragments::live());
-          Binder b(ps);
-          b.i64(lease_us);
-          rows.bind(b);
-          n = execute_update(ps);
-        }
-        c.execute_plain("COMMIT");
-        return n;
-      } catch (...) {
-        try {
-          c.execute_plain("ROLLBACK");
-        } catch (const sql::SQLException&) {
-          c.mark_broken();
-        }
-        throw;
-      }
-    }));
-  });
-  return renewed;
+  return update_skipping_locked(
+      c, holds, "renewing leases around locked rows", "expire_time = NOW(6) + INTERVAL ? MICROSECOND",
+      [&](Binder& b) { b.i64(lease_us); }, "watchdog = 1 AND " + fragments::live(), [](Binder&) {});
 }
 
 std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds) const {
@@ -360,18 +327,27 @@ std::size_t HoldRows::restamp(Connection& c, const std::vector<HeldRow>& holds, 
   // Rows another transaction has locked are skipped, not waited for (their
   // waiters fall back to the poll): this runs after a ring, often on the io
   // thread, which must not wait out a lock.
-  std::size_t moved = 0;
+  return update_skipping_locked(
+      c, holds, "re-stamping a session bell", "bell = ?", [&](Binder& b) { b.text(to != nullptr ? *to : kNoBell); },
+      "bell = ?", [&](Binder& b) { b.text(from); });
+}
+
+template <class BindSet, class BindCondition>
+std::size_t HoldRows::update_skipping_locked(Connection& c, const std::vector<HeldRow>& holds, const char* what,
+                                             const std::string& set, BindSet&& bind_set, const std::string& condition,
+                                             BindCondition&& bind_condition) const {
+  std::size_t changed = 0;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
-    moved += static_cast<std::size_t>(run(c, "re-stamping a session bell", [&] {
+    changed += static_cast<std::size_t>(run(c, what, [&] {
       c.execute_plain("START TRANSACTION");
       try {
         std::vector<HeldRow> unlocked;
         {
           auto& ps = c.prepared("SELECT kind, lock_name, slot, hold_id FROM " + quoted_ + " WHERE " + list.sql() +
-                                " AND bell = ? FOR UPDATE SKIP LOCKED");
+                                " AND " + condition + " FOR UPDATE SKIP LOCKED");
           Binder b(ps);
           list.bind(b);
-          b.text(from);
+          bind_condition(b);
           std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
           while (rs->next())
             unlocked.push_back(
@@ -380,11 +356,11 @@ std::size_t HoldRows::restamp(Connection& c, const std::vector<HeldRow>& holds, 
         std::int64_t n = 0;
         if (!unlocked.empty()) {
           const HoldList rows(unlocked, 0, unlocked.size());
-          auto& ps = c.prepared("UPDATE " + quoted_ + " SET bell = ? WHERE " + rows.sql() + " AND bell = ?");
+          auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + set + " WHERE " + rows.sql() + " AND " + condition);
           Binder b(ps);
-          b.text(to != nullptr ? *to : kNoBell);
+          bind_set(b);
           rows.bind(b);
-          b.text(from);
+          bind_condition(b);
           n = execute_update(ps);
         }
         c.execute_plain("COMMIT");
@@ -399,7 +375,7 @@ std::size_t HoldRows::restamp(Connection& c, const std::vector<HeldRow>& holds, 
       }
     }));
   });
-  return moved;
+  return changed;
 }
 
 std::vector<HoldRows::Watched> HoldRows::watched(Connection& c, const std::vector<Kind>& kinds,

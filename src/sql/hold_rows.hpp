@@ -102,11 +102,19 @@ std::string no_foreign_intent(const std::string& a = "");
 // Frees the hold: count 0, no renewal, no mark, lease moved to its grant
 // plus a time bound as `at_least` (0: into the past).
 std::string free_assignments(const std::string& a = "");
+// A live hold handed to a new one (a direct handoff) under a fence grown by
+// `fence_step`; a re-run that finds its own first run applied (the row
+// already carries the new hold id) grows nothing. Binds what bind_hand_over
+// binds.
+std::string hand_over_assignments(int fence_step);
 }  // namespace fragments
 
 // Binds what fragments::take_assignments takes.
 void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lease_us, bool watchdog,
                const std::string* bell);
+// Binds what fragments::hand_over_assignments takes: the new hold id, its
+// mode, owner and lease.
+void bind_hand_over(Binder& b, std::uint64_t to, bool watchdog, std::uint64_t owner, std::int64_t lease_us);
 // Reads a HoldRow from `rs`, whose columns from `first` on are
 // fragments::row_columns.
 HoldRow to_hold_row(sql::ResultSet& rs, int first = 1);
@@ -118,6 +126,13 @@ class HoldRows {
   const std::string& table() const { return table_; }
   const std::string& quoted() const { return quoted_; }
   const std::shared_ptr<spdlog::logger>& logger() const { return logger_; }
+  // Runs `body`, a statement that frees a hold (and with `ring`, rings the
+  // session's bell: kRingTerm bound by bind_ring), with the retry rule of
+  // run_statement. True if it changed a row. After a ring the session's
+  // bell is settled (rang); after a failed one the connection is broken,
+  // since which bell the session holds is unknown.
+  template <class Body>
+  bool run_free(Connection& c, const char* what, bool ring, Body&& body) const;
   // Runs `body` (one statement) with the retry rule of run_statement.
   template <class Body>
   auto run(Connection& c, const char* what, Body&& body) const;
@@ -193,6 +208,15 @@ class HoldRows {
   std::size_t force(Connection& c, Kind kind, std::string_view name) const;
 
  private:
+  // Updates (SET `set`) those of `holds` that match `condition` and that no
+  // other transaction has locked: a locking read that skips locked rows,
+  // then an UPDATE of the rows it got, in one transaction. The binders add
+  // the parameters of `set` and of `condition`. Returns the rows changed.
+  template <class BindSet, class BindCondition>
+  std::size_t update_skipping_locked(Connection& c, const std::vector<HeldRow>& holds, const char* what,
+                                     const std::string& set, BindSet&& bind_set, const std::string& condition,
+                                     BindCondition&& bind_condition) const;
+
   std::string table_;
   std::shared_ptr<spdlog::logger> logger_;
   std::string quoted_;
@@ -200,9 +224,23 @@ class HoldRows {
 
 }  // namespace dlock::details
 
+#include "sql/bells.hpp"
 #include "sql/statement.hpp"
 
 namespace dlock::details {
+
+template <class Body>
+bool HoldRows::run_free(Connection& c, const char* what, bool ring, Body&& body) const {
+  bool changed = false;
+  try {
+    changed = run(c, what, std::forward<Body>(body)) > 0;
+  } catch (const BackendError&) {
+    if (ring) c.mark_broken();
+    throw;
+  }
+  if (ring) rang(c, changed);
+  return changed;
+}
 
 template <class Body>
 auto HoldRows::run(Connection& c, const char* what, Body&& body) const {
