@@ -100,7 +100,7 @@ struct Claimable final : WaiterRegistry::Parked {
   std::atomic<int> claims{0};
   void wake() override { ++wakes; }
   void on_claimed() override { ++claims; }
-  const AcquireRequest* handoff_request() const override { return accepts ? &request : nullptr; }
+  const void* handoff_request() const override { return accepts ? &request : nullptr; }
 };
 
 TEST(WaiterRegistry, AClaimTakesTheLongestParkedWaiterThatAcceptsAHandoff) {
