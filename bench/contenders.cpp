@@ -97,7 +97,9 @@ class DlockSemaphoreSession : public Session {
 // One side of a read-write lock used as a mutex: ReadWriteLock::read_lock()
 // or write_lock(), lock() / unlock(), so its cycle and handoff sit beside
 // the lock's. (Reads do not exclude each other: only the write side makes a
-// handoff.)
+// handoff.) Each side has names of its own ("NAME/read", "NAME/write"), so
+// the read side's cycles are reads alone and the write side's writes
+// alone, nobody reading.
 class DlockRwSession : public Session {
  public:
   DlockRwSession(DatabaseDistributedLock& client, Lock::Side side) : client_(client), side_(side) {}
@@ -106,8 +108,9 @@ class DlockRwSession : public Session {
 
  private:
   Lock side(const std::string& name) {
-    const ReadWriteLock rw = client_.get_read_write_lock(name);
-    return side_ == Lock::Side::kRead ? rw.read_lock() : rw.write_lock();
+    const bool read = side_ == Lock::Side::kRead;
+    const ReadWriteLock rw = client_.get_read_write_lock(name + (read ? "/read" : "/write"));
+    return read ? rw.read_lock() : rw.write_lock();
   }
   DatabaseDistributedLock& client_;
   Lock::Side side_;

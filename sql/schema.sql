@@ -11,13 +11,14 @@
 --
 -- A row is (kind, lock_name, slot): kind 1 a lock (slot 0); 2 a semaphore
 -- slot (slot 0 .. bound-1, one permit each); 3 a read-write lock's head
--- (slot 0: its write hold, the count of read holds, a waiting writer's
--- mark); 4 a read hold (slot: the reading client's 48-bit key, then the
+-- (slot 0: its write hold) or a waiting writer's mark (slot: its client's
+-- key); 4 a read hold (slot: the reading client's 48-bit key, then the
 -- number of its slot on that name); 5 and 6 are kept for fair locks and
 -- elections. Rows are made on first use and not deleted (the fence must
--- survive), except read holds' slot rows: a client that ends cleanly
--- deletes its own, and any client deletes a name's slot rows that have been
--- free or expired for an hour (the rows of clients that died).
+-- survive), except read holds' slot rows and writers' marks: a client that
+-- ends cleanly deletes its own, and any client deletes such rows that have
+-- been free or expired, and untouched, for an hour (those of clients that
+-- died).
 -- A hold is live while expire_time is ahead of the server's clock. A
 -- release sets state = 0, moves expire_time into the past and leaves the
 -- other columns as the last hold wrote them (the next take then rewrites
@@ -44,8 +45,7 @@ CREATE TABLE IF NOT EXISTS `distributed_lock` (
   intent_id     BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'client whose waiter goes next while intent_expire is ahead',
   intent_expire DATETIME(6)      NOT NULL DEFAULT '1970-01-02 00:00:00',
   bound         INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT 'semaphore slot: the bound of its permit',
-  readers       INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT 'read-write lock: read holds counted',
-  read_epoch    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'read-write lock: moves on when the count is reset; read hold: the epoch it was counted in',
+  read_taken    TINYINT(1)       NOT NULL DEFAULT 0 COMMENT 'read-write lock: 1 once a read is taken, until a write is taken that found no live read',
   lease_us      BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'fair lock queue entry: the lease of its hold',
   revision      BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'election: grows with every change',
   value         MEDIUMBLOB       NULL     COMMENT 'election: what the leader proclaimed',

@@ -492,10 +492,11 @@ TEST(Handoff, AChainOfHandoffsDoesNotKeepAnotherClientOut) {
   for (auto& t : threads) t.join();
   const double longest = *std::max_element(waits_ms.begin(), waits_ms.end());
   // With the bell the bound is about a chain (50 ms) and a take. By the
-  // poll alone (fast_wakeup off), the first poll that finds the name held
-  // marks the row: the chain ends at its next release, and the free row
-  // waits for the marked waiter's next poll (the holder's threads are
-  // refused while the mark is live). A few poll intervals.
+  // poll alone (fast_wakeup off), a poll that finds the name held by
+  // another hold than the poll before (the waiter lost a race) marks the
+  // row: the chain ends at its next release, and the free row waits for the
+  // marked waiter's next poll (the holder's threads are refused while the
+  // mark is live). A few poll intervals.
   const double poll_ms = std::chrono::duration<double, std::milli>(options.poll_interval).count();
   EXPECT_LT(longest, test::fast_wakeup_enabled() ? 2000.0 : 5 * poll_ms)
       << "waits: " << ::testing::PrintToString(waits_ms);

@@ -110,11 +110,12 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
       // one another client's writer held, once it is free).
       for (const auto& name : batch) want_marks.emplace_back(k->traits.kind, name);
     } else if (k->traits.intents == Intent::kWhenNotRung) {
-      // Marks kept, and new ones where no bell will ring for the waiter.
+      // Marks kept, and new ones where no bell will ring for the waiter
+      // and it lost a race for the name since the last poll.
       for (const auto& name : batch) {
         const NameKey key(k->traits.kind, name);
-        const bool still_held = std::find(held.begin(), held.end(), name) != held.end();
-        if (has_intent(key) || (still_held && !(bells_ && bells_->watching(key)))) want_marks.push_back(key);
+        const bool lost_race = std::find(held.begin(), held.end(), name) != held.end();
+        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)))) want_marks.push_back(key);
       }
     }
   }

@@ -50,10 +50,11 @@ class HoldKind {
     // Whether a waiting client marks the row (intent_id) so that it goes
     // next: never; as soon as a waiter is refused (the write side: readers
     // that do not read yet wait behind it); or when the poll finds the name
-    // still held and no bell is watched for it (fast wake-up off, a holder
-    // without a bell, a waiter on another Galera node): a waiter that is not
-    // rung would otherwise lose every race to the holder's own threads, who
-    // hand the name to each other.
+    // held by another hold than at the previous poll and no bell is watched
+    // for it (fast wake-up off, a holder without a bell, a waiter on another
+    // Galera node, more waited names than bell connections): a waiter that
+    // is not rung would otherwise lose every race to the holder's own
+    // threads, who hand the name to each other.
     enum class Intent { kNone, kWhenRefused, kWhenNotRung };
     Intent intents = Intent::kNone;
     // The kinds of rows whose holds keep its waiters out (BellWatcher).
@@ -107,7 +108,9 @@ class HoldKind {
   // lets in (one waiter of this kind).
   virtual void wake(WaiterRegistry&, std::string_view name);
   // The poller: looks at the waited-for `names` in one statement per chunk
-  // and wakes the waiters that may get in now. Returns the names still held.
+  // and wakes the waiters that may get in now. Returns the names still held
+  // (a kind whose waiters mark rows when not rung: only those its waiters
+  // lost a race for, which they then mark).
   virtual std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
   // A driver subscribed a waiter for `request` / the last waiter of `key`
   // left.

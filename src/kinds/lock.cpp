@@ -7,6 +7,7 @@
 
 #include "base/micros.hpp"
 #include "base/known_rows.hpp"
+#include "base/string_map.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
 #include "sql/bells.hpp"
@@ -63,11 +64,11 @@ class LockKind final : public HoldKind {
     // the row had: a re-run that finds its own earlier run applied adds
     // nothing. The bell and the waiters mark stay: the new hold is rung
     // from the old one's session.
-    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments(1) +
+    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 1) +
                      ", intent_id = IF(intent_id = ?, 0, intent_id)" + where + " AND hold_id IN (?, ?) AND " +
                      fragments::live() + " AND " + fragments::no_foreign_intent();
-    poll_sql_ = "SELECT lock_name, " + fragments::live() + ", IF(intent_expire > NOW(6), intent_id, 0) FROM " + q +
-                " WHERE kind = 1 AND slot = 0 AND lock_name IN (";
+    poll_sql_ = "SELECT lock_name, " + fragments::live() + ", IF(intent_expire > NOW(6), intent_id, 0), hold_id FROM " +
+                q + " WHERE kind = 1 AND slot = 0 AND lock_name IN (";
   }
 
   Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
@@ -144,8 +145,13 @@ class LockKind final : public HoldKind {
            }) > 0;
   }
 
+  // Returns the names held by another hold than the one the previous poll
+  // saw: a release came and went between two polls, and the waiters here
+  // lost the race for it (so they mark the row, see Traits::intents). A
+  // name held by one long hold costs no mark.
   std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    std::vector<std::string> held;
+    std::vector<std::string> retaken;
+    StringMap<std::uint64_t> seen;
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for locks", [&] {
         auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
@@ -155,18 +161,23 @@ class LockKind final : public HoldKind {
         while (rs->next()) {
           const std::string name = rs->getString(1);
           if (rs->getInt(2) == 1) {
-            held.push_back(name);
+            const std::uint64_t hold_id = rs->getUInt64(4);
+            const auto before = polled_holds_.find(name);
+            if (before != polled_holds_.end() && before->second != hold_id) retaken.push_back(name);
+            seen.emplace(name, hold_id);
             continue;
           }
           const NameKeyView key{Kind::kLock, name};
           e.hint_free_if_held_here(key);  // that local hold is lost
           const std::uint64_t intent = rs->getUInt64(3);
           if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
+          seen.emplace(name, 0);  // held at the next poll: the woken waiter lost the race
         }
         return 0;
       });
     });
-    return held;
+    polled_holds_ = std::move(seen);  // only the names waited for now
+    return retaken;
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return row(e, name).live; }
@@ -177,6 +188,8 @@ class LockKind final : public HoldKind {
   }
 
  private:
+  StringMap<std::uint64_t> polled_holds_;  // the hold each waited-for name had at the last poll (io thread)
+
   static HoldRow row(Engine& e, std::string_view name) {
     return e.read([&](Connection& c) { return e.rows().read(c, RowKey{Kind::kLock, std::string(name), 0}); });
   }

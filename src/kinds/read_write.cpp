@@ -1,21 +1,21 @@
-// The read-write lock: the head row (3, name, 0) carries the write hold and
-// a count of the read holds (readers); each read hold is a slot row (4,
-// name, slot) of the reading client (slot = its 48-bit key, then the slot's
-// 16-bit number), reused from hold to hold; each client with a waiting
-// writer keeps a mark row (3, name, its key) live while it waits.
+// The read-write lock: the head row (3, name, 0) carries the write hold;
+// each read hold is a slot row (4, name, slot) of the reading client (slot
+// = its 48-bit key, then the slot's 16-bit number), reused from hold to
+// hold; each client with a waiting writer keeps a mark row (3, name, its
+// key) live while it waits.
 //
-// The rule, decided on the head row under its row lock: a write is taken
-// only while no write is live and no read is counted; a read only while no
-// write is live and no writer's mark row is live (or the live write is the
-// same owner's: a downgrade). So once a writer waits, new readers wait
-// behind it, whichever client's writers wait and in whichever order they
-// stop. A read take and its release change the slot row and the count in
-// one multi-table UPDATE, so the count moves with the slot. A count can only be
-// too high: for reads whose leases ran out unreleased (a client that
-// died). A writer refused by a count that no live read backs recounts
-// under the head's row lock (a transaction of four statements, only then).
-// A read is subtracted only in the epoch it was counted in, so a recount
-// is never undone by a late release.
+// The rule, decided under the head row's lock: a write is taken only while
+// no write is live and no read is live; a read only while no write is live
+// and no writer's mark row is live (or the live write is the same owner's:
+// a downgrade). So once a writer waits, new readers wait behind it,
+// whichever client's writers wait and in whichever order they stop (the
+// head's intent_expire mirrors the latest live mark, so a read take looks
+// at the head alone). A read take locks the head, sets its read_taken and
+// gives the hold to its slot row; a read's release is the generic release of its slot row. A write
+// take is one single-row statement while read_taken is 0 (no read since
+// the last write); else it looks at the live reads themselves (a join,
+// dearer) and clears read_taken. There is no count to go stale: a read
+// whose lease ran out is simply not live.
 //
 // Fencing: write tokens are even (fence + 2 per take); a read hold's token
 // is the head's fence + 1, so it is above every write that ended before it
@@ -91,13 +91,16 @@ class WriteKind final : public HoldKind {
           [&](Connection& c) {
             s_->ensure_head(e, c, r.key.name);
             const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
-            const bool taken = e.rows().run(c, "taking a write lock", [&] {
-              auto& ps = c.prepared(s_->take_write);
-              Binder b(ps);
-              bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-              b.text(r.key.name).u64(holder.hold_id);
-              return execute_update(ps);
-            }) > 0;
+            const auto take = [&](const std::string& statement) {
+              return e.rows().run(c, "taking a write lock", [&] {
+                       auto& ps = c.prepared(statement);
+                       Binder b(ps);
+                       bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+                       b.text(r.key.name).u64(holder.hold_id);
+                       return execute_update(ps);
+                     }) > 0;
+            };
+            const bool taken = take(s_->take_write) || take(s_->take_write_past_reads);
             t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
             return taken;
           },
@@ -107,22 +110,19 @@ class WriteKind final : public HoldKind {
                                                                               : Engine::Verdict::kRunAgain;
           });
       if (t.taken) return t;
-      // Why: a writer, or counted reads. A count that no live read backs
-      // (reads whose leases ran out unreleased) is recounted, and the take
-      // tried once more.
+      // Why: a writer, or live reads.
       const ReadWriteRows::Head head = s_->read_head(e, r.key.name);
       const HoldRow& w = head.row;
       if (!w.exists) {
         s_->heads.forget(r.key.name);  // deleted behind the client's back: made again
         continue;
       }
-      if (!w.live && w.readers > 0 && head.live_reads == 0 && round == 0 && s_->recount(e, r.key.name)) continue;
       if (w.live) {
         t.refusal = Refusal{w.ttl_us.value_or(0), !e.is_this_clients(w.hold_id)};
-      } else if (w.readers > 0) {
+      } else if (head.live_reads > 0) {
         t.refusal = Refusal{head.read_ttl_us, head.foreign_reads > 0};
       } else {
-        t.refusal = Refusal{0, false};
+        t.refusal = Refusal{0, false};  // the reads ended since: try again at once
       }
       return t;
     }
@@ -145,6 +145,12 @@ class WriteKind final : public HoldKind {
   std::vector<std::string> mark(Engine& e, Connection& c, const std::vector<std::string>& names,
                                 std::int64_t lease_us) override {
     for (const auto& name : names) {
+      // The head first: once the mark row is there, readers are held back.
+      e.rows().run(c, "marking a waiting writer", [&] {
+        auto& ps = c.prepared(s_->mark_head);
+        Binder(ps).i64(lease_us).text(name);
+        return execute_update(ps);
+      });
       e.rows().run(c, "marking a waiting writer", [&] {
         auto& ps = c.prepared(s_->mark);
         Binder(ps).text(name).u64(e.client_key()).text(e.machine_id()).text(e.host()).u64(e.pid()).i64(lease_us).i64(
@@ -161,6 +167,11 @@ class WriteKind final : public HoldKind {
     e.rows().run(c, "unmarking a waiting writer", [&] {
       auto& ps = c.prepared(s_->unmark);
       Binder(ps).text(name).u64(e.client_key());
+      return execute_update(ps);
+    });
+    e.rows().run(c, "unmarking a waiting writer", [&] {
+      auto& ps = c.prepared(s_->unmark_head);
+      Binder(ps).text(name).text(name);
       return execute_update(ps);
     });
   }
@@ -188,10 +199,8 @@ class WriteKind final : public HoldKind {
 
   std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
-    poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t readers,
-                                std::uint64_t live_reads, bool) {
-      // A count no live read backs is recounted by the writer that wakes.
-      if (!write_live && (readers == 0 || live_reads == 0)) {
+    poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t live_reads, bool) {
+      if (!write_live && live_reads == 0) {
         e.waiters().wake_one(NameKeyView{Kind::kWrite, name});
       } else {
         held.push_back(name);
@@ -219,8 +228,7 @@ class WriteKind final : public HoldKind {
         Binder b(ps);
         bind_texts(b, names, first, count, bucket);
         std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        while (rs->next())
-          each(std::string(rs->getString(1)), rs->getInt(2) == 1, rs->getUInt64(3), rs->getUInt64(4), rs->getInt(5) == 1);
+        while (rs->next()) each(std::string(rs->getString(1)), rs->getInt(2) == 1, rs->getUInt64(3), rs->getInt(4) == 1);
         return 0;
       });
     });
@@ -308,16 +316,11 @@ class ReadKind final : public HoldKind {
     return Refusal{0, false};
   }
 
+  // The generic release of the slot row; the slot is this client's to
+  // reuse once the row is free.
   bool free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
             HoldRows::Marks marks, bool ring) override {
-    const int m = marks == HoldRows::Marks::kAny ? 0 : marks == HoldRows::Marks::kUnmarked ? 1 : 2;
-    const bool changed = e.rows().run_free(c, "releasing a read lock", ring, [&] {
-      auto& ps = c.prepared(s_->free_read[ring ? 1 : 0][m]);
-      Binder b(ps);
-      if (ring) bind_ring(b, c);
-      b.i64(at_least_us).i64(at_least_us).text(row.name).u64(row.slot).u64(hold_id);
-      return execute_update(ps);
-    });
+    const bool changed = e.rows().free(c, row, hold_id, at_least_us, marks, ring);
     if (changed || marks == HoldRows::Marks::kAny) dropped(row.name, row.slot);
     return changed;
   }
@@ -330,8 +333,7 @@ class ReadKind final : public HoldKind {
 
   std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
-    write_.poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t, std::uint64_t,
-                                       bool intent) {
+    write_.poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t, bool intent) {
       if (!write_live && !intent) {
         e.waiters().wake_all(NameKeyView{Kind::kRead, name});
       } else {
@@ -350,19 +352,9 @@ class ReadKind final : public HoldKind {
     return head.read_ttl_us;
   }
 
-  // Every read hold, and the count with them; the epoch moves on, so the
-  // cleared holds' owners, finding them lost, subtract nothing.
+  // Every read hold of `name`.
   std::size_t force(Engine& e, Connection& c, std::string_view name) override {
-    const std::size_t live = e.rows().count_live(c, Kind::kRead, name);
-    e.rows().run(c, "force-releasing read locks", [&] {
-      auto& ps = c.prepared("UPDATE " + s_->q + " h LEFT JOIN " + s_->q +
-                            " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6) SET"
-                            " h.readers = 0, h.read_epoch = h.read_epoch + 1, " + fragments::free_assignments("r.") +
-                            " WHERE h.kind = 3 AND h.lock_name = ? AND h.slot = 0");
-      Binder(ps).i64(0).text(name);
-      return execute_update(ps);
-    });
-    return live;
+    return e.rows().force(c, Kind::kRead, name);
   }
 
   std::size_t names_kept() const override { return slots_.names(); }

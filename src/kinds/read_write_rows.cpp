@@ -16,59 +16,58 @@ namespace dlock::details {
 
 ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   const std::string h = " h.kind = 3 AND h.lock_name = ? AND h.slot = 0";
+  // The live reads of the head's name, as an anti-join: a row of r joined
+  // means a read is live (the head is still updated once, however many join).
+  const std::string live_reads =
+      " LEFT JOIN " + q + " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
+  // A write is taken at once while no read was taken since the last write
+  // (read_taken = 0: one row, one table); else by looking at the reads
+  // themselves, which clears read_taken when none is live.
   take_write = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 2") +
-               " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND (expire_time <= NOW(6) OR hold_id = ?)"
-               " AND readers = 0";
+               " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND (expire_time <= NOW(6) OR hold_id = ?) AND"
+               " read_taken = 0";
+  take_write_past_reads = "UPDATE " + q + " h" + live_reads + " SET " +
+                          fragments::take_assignments("h.", "h.fence + 2") + ", h.read_taken = 0 WHERE" + h +
+                          " AND (h.expire_time <= NOW(6) OR h.hold_id = ?) AND r.slot IS NULL";
   // A read taken under the write (a downgrade) keeps the write from being
   // handed on.
-  hand_over_write = "UPDATE " + q + " SET " + fragments::hand_over_assignments(2) +
+  hand_over_write = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 2) +
                     " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " + fragments::live() +
-                    " AND readers = 0";
+                    " AND read_taken = 0";
   // A waiting writer's mark: its client's row, live while it waits.
   mark = "INSERT INTO " + q + " (kind, lock_name, slot, owner_id, machine_id, holder_host, holder_pid, acquired_at,"
          " expire_time) VALUES (3, ?, ?, 0, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY"
          " UPDATE acquired_at = IF(expire_time > NOW(6), acquired_at, NOW(6)),"
          " expire_time = NOW(6) + INTERVAL ? MICROSECOND";
   unmark = "UPDATE " + q + " SET expire_time = acquired_at WHERE kind = 3 AND lock_name = ? AND slot = ?";
-  const std::string marks_ttl = "(SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), m.expire_time)) FROM " + q +
-                            " m WHERE m.kind = 3 AND m.lock_name = h.lock_name AND m.slot > 0 AND m.expire_time"
-                            " > NOW(6))";
-  // In multi-table UPDATEs neither MySQL nor MariaDB promises an order
-  // for the assignments, so each reads only columns no assignment changes.
-  // The writers' marks are an anti-join: a row of m joined means a mark
-  // is live (each row is still updated once, however many marks join).
-  take_read = "UPDATE " + q + " h JOIN " + q +
-              " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.slot = ? LEFT JOIN " + q +
-              " m ON m.kind = 3 AND m.lock_name = h.lock_name AND m.slot > 0 AND m.expire_time > NOW(6) SET " +
-              fragments::take_assignments("r.", "h.fence + 1") +
-              ", r.read_epoch = h.read_epoch, h.readers = h.readers + 1 WHERE" + h +
-              " AND (r.expire_time <= NOW(6) OR r.hold_id = ?) AND ((h.expire_time <= NOW(6) AND m.slot IS NULL)"
-              " OR (h.hold_id = ? AND h.expire_time > NOW(6)))";
-  const std::string uncount =
-      ", h.readers = IF(h.readers > 0 AND r.read_epoch = h.read_epoch AND r.acquired_at + INTERVAL ? MICROSECOND"
-      " <= NOW(6), h.readers - 1, h.readers)";
-  const auto build_free = [&](bool ring, const char* marks) {
-    return "UPDATE " + q + " r JOIN " + q +
-           " h ON h.kind = 3 AND h.lock_name = r.lock_name AND h.slot = 0 SET " +
-           (ring ? std::string("r.state = ") + kRingTerm + ", " : std::string()) +
-           fragments::free_assignments("r.") + uncount +
-           " WHERE r.kind = 4 AND r.lock_name = ? AND r.slot = ? AND r.hold_id = ? AND r.expire_time > NOW(6)" +
-           marks;
-  };
-  for (int ring = 0; ring < 2; ++ring) {
-    free_read[ring][0] = build_free(ring == 1, "");
-    free_read[ring][1] = build_free(ring == 1, " AND r.waiters = 0");
-    free_read[ring][2] = build_free(ring == 1, " AND r.waiters = 1");
-  }
-  const std::string readers = "(SELECT COUNT(*) FROM " + q +
-                              " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6))";
-  head = "SELECT " + fragments::row_columns("h.") + ", " + readers + ", (SELECT MAX(TIMESTAMPDIFF(MICROSECOND,"
-         " NOW(6), r.expire_time)) FROM " + q + " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND"
-         " r.expire_time > NOW(6)), (SELECT COUNT(*) FROM " + q + " r WHERE r.kind = 4 AND r.lock_name ="
-         " h.lock_name AND r.expire_time > NOW(6) AND r.hold_id >> 48 <> ? AND r.bell <> ''), " + marks_ttl + " FROM " +
-         q + " h WHERE" + h;
-  poll = "SELECT h.lock_name, h.expire_time > NOW(6), h.readers, " + readers + ", " + marks_ttl +
-         " IS NOT NULL FROM " + q + " h WHERE h.kind = 3 AND h.slot = 0 AND h.lock_name IN (";
+  // The head's intent_expire says until when some writer's mark is live,
+  // so a read take looks at one row, not at every mark: a mark raises it
+  // (before making its row), an unmark sets it to the latest mark row
+  // still live. A mark's lease is three polls, renewed every poll, so an
+  // unmark that misses a concurrent first mark holds readers back again at
+  // that writer's next poll at the latest.
+  mark_head = "UPDATE " + q + " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE"
+              " kind = 3 AND lock_name = ? AND slot = 0";
+  unmark_head = "UPDATE " + q + " h JOIN (SELECT COALESCE(MAX(expire_time), '1970-01-02 00:00:00') AS until FROM " + q +
+                " WHERE kind = 3 AND lock_name = ? AND slot > 0 AND expire_time > NOW(6)) marks SET h.intent_expire ="
+                " marks.until WHERE" + h;
+  const std::string marks_ttl =
+      "IF(h.intent_expire > NOW(6), TIMESTAMPDIFF(MICROSECOND, NOW(6), h.intent_expire), NULL)";
+  // The head is named first and locked (it is updated), so a read take and
+  // a write take of one name queue on the head: a write that finds no live
+  // read is never joined by a read until it commits, and a read that is
+  // taken sets read_taken, so the next write looks at the reads. Only the
+  // slot row gets the hold. Assignments read only columns no assignment
+  // changes (neither server promises an order for them).
+  take_read = "UPDATE " + q + " h JOIN " + q + " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.slot = ? SET"
+              " h.read_taken = 1, " + fragments::take_assignments("r.", "h.fence + 1") + " WHERE" + h +
+              " AND (r.expire_time <= NOW(6) OR r.hold_id = ?) AND ((h.expire_time <= NOW(6) AND h.intent_expire <="
+              " NOW(6)) OR (h.hold_id = ? AND h.expire_time > NOW(6)))";
+  const std::string reads = " FROM " + q + " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
+  head = "SELECT " + fragments::row_columns("h.") + ", (SELECT COUNT(*)" + reads +
+         "), (SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), r.expire_time))" + reads + "), (SELECT COUNT(*)" + reads +
+         " AND r.hold_id >> 48 <> ? AND r.bell <> ''), " + marks_ttl + " FROM " + q + " h WHERE" + h;
+  poll = "SELECT h.lock_name, h.expire_time > NOW(6), (SELECT COUNT(*)" + reads + "), h.intent_expire > NOW(6) FROM " + q + " h WHERE h.kind = 3 AND h.slot = 0 AND h.lock_name IN (";
 }
 
 ReadWriteRows::Head ReadWriteRows::read_head(Engine& e, std::string_view name) const {
@@ -81,7 +80,7 @@ ReadWriteRows::Head ReadWriteRows::read_head(Engine& e, std::string_view name) c
       out.row.key = RowKey{Kind::kWrite, std::string(name), 0};
       if (!rs->next()) return out;
       out.row = to_hold_row(*rs);
-      constexpr int n = 22;  // fragments::row_columns
+      constexpr int n = fragments::kRowColumns;
       out.live_reads = rs->getUInt64(n + 1);
       if (!rs->isNull(n + 2)) out.read_ttl_us = rs->getInt64(n + 2);
       out.foreign_reads = rs->getUInt64(n + 3);
@@ -100,59 +99,6 @@ void ReadWriteRows::ensure_head(Engine& e, Connection& c, std::string_view name)
     return execute_update(ps);
   });
   heads.add(name);
-}
-
-bool ReadWriteRows::recount(Engine& e, std::string_view name) {
-  try {
-    const bool reset = e.with_connection([&](Connection& c) {
-      return e.rows().run(c, "recounting a read-write lock's reads", [&] {
-        struct Rollback {
-          Connection& c;
-          bool done = false;
-          ~Rollback() {
-            if (done) return;
-            try {
-              c.execute_plain("ROLLBACK");
-            } catch (...) {
-              // A dead session rolls back on its own.
-            }
-          }
-        };
-        c.execute_plain("START TRANSACTION");
-        Rollback rollback{c};
-        {
-          auto& lock = c.prepared("SELECT readers FROM " + q + " WHERE kind = 3 AND lock_name = ? AND slot = 0"
-                                  " FOR UPDATE");
-          Binder(lock).text(name);
-          std::unique_ptr<sql::ResultSet> rs(lock.executeQuery());
-        }
-        std::int64_t live = 0;
-        {
-          auto& count = c.prepared("SELECT COUNT(*) FROM " + q + " WHERE kind = 4 AND lock_name = ? AND " +
-                                   fragments::live() + " LOCK IN SHARE MODE");
-          Binder(count).text(name);
-          std::unique_ptr<sql::ResultSet> rs(count.executeQuery());
-          if (rs->next()) live = rs->getInt64(1);
-        }
-        bool changed = false;
-        if (live == 0) {
-          auto& forget = c.prepared("UPDATE " + q + " SET readers = 0, read_epoch = read_epoch + 1 WHERE"
-                                    " kind = 3 AND lock_name = ? AND slot = 0 AND readers > 0");
-          Binder(forget).text(name);
-          changed = forget.executeUpdate() > 0;
-        }
-        c.execute_plain("COMMIT");
-        rollback.done = true;
-        return changed;
-      });
-    });
-    if (reset) e.logger()->info("dlock: read-write lock {}: forgot a count of reads no live read holds", printable(name));
-    return reset;
-  } catch (const BackendError& err) {
-    // Whatever it did was safe; the next attempt looks again.
-    e.logger()->debug("dlock: could not recount the reads of {}: {}", printable(name), err.what());
-    return false;
-  }
 }
 
 void ReadWriteRows::sweep(Engine& e, Connection& c, const std::string_view* name, Millis kept) {

@@ -1,8 +1,9 @@
 // The read-write lock's rows (the rule is in kinds/read_write.cpp): the
 // statements both of its sides run, with the reads and repairs they share.
 //
-// Rows: the head (3, name, 0) carries the write hold, the count of read
-// holds (readers) and the epoch they were counted in; a read hold is a slot
+// Rows: the head (3, name, 0) carries the write hold, whether a read was
+// taken since the last write (read_taken) and until when a waiting
+// writer's mark is live (intent_expire); a read hold is a slot
 // row (4, name, reader_slot(client, n)); a client with a waiting writer
 // keeps a mark row (3, name, client key) live while it waits.
 //
@@ -46,12 +47,6 @@ struct ReadWriteRows {
   // fence 0). heads.forget(name) after finding it gone makes it again.
   void ensure_head(Engine& e, Connection& c, std::string_view name);
 
-  // Sets the count to 0 in a new epoch when no read hold of `name` is live:
-  // the head row locked first (no read can be taken or released while it
-  // is), then the live reads counted with a locking read. True if it did;
-  // false also when it could not look (whatever it did was safe).
-  bool recount(Engine& e, std::string_view name);
-
   // Deletes slot and mark rows (of `*name`, else of any name, a bounded
   // number) that have been free or expired, and untouched, for `kept`:
   // found by a read that takes no lock, then deleted by key (conditions
@@ -60,11 +55,13 @@ struct ReadWriteRows {
 
   std::string q;  // the quoted table name
   std::string take_write;
+  std::string take_write_past_reads;
   std::string hand_over_write;
   std::string mark;
   std::string unmark;
+  std::string mark_head;
+  std::string unmark_head;
   std::string take_read;
-  std::string free_read[2][3];  // [ring][marks: any, unmarked, marked]
   std::string head;
   std::string poll;
   KnownRows heads;  // head rows this client knows exist

@@ -55,7 +55,7 @@ class SemaphoreKind final : public HoldKind {
                 " 1, ?, ?, ?, ?, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND, ?, 0, ? FROM " + q +
                 " WHERE kind = 2 AND lock_name = ? HAVING COALESCE(MAX(slot) + 1, 0) < ?";
     // Same slot: the waiter's permit under a new hold, fence moved on.
-    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments(1) + ", bound = ?"
+    hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 1) + ", bound = ?"
                      " WHERE kind = 2 AND lock_name = ? AND hold_id IN (?, ?) AND " + fragments::live();
     use_sql_ = "SELECT COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)),"
                " SUM(hold_id >> 48 <> ? AND bell <> '') FROM " + q + " WHERE kind = 2 AND lock_name = ? AND " +

@@ -19,7 +19,7 @@ std::string row_columns(const std::string& a) {
          "owner_id, " + a + "state, " + a + "watchdog, TIMESTAMPDIFF(MICROSECOND, NOW(6), " + a + "expire_time), " + a +
          "bell, " + a + "waiters, " + a + "machine_id, " + a + "holder_host, " + a + "holder_pid, DATE_FORMAT(" + a +
          "acquired_at, '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, " + a + "acquired_at, NOW(6)), " + a +
-         "fence, " + a + "bound, " + a + "readers, " + a + "read_epoch, IF(" + a + "intent_expire > NOW(6), " + a +
+         "fence, " + a + "bound, IF(" + a + "intent_expire > NOW(6), " + a +
          "intent_id, 0), TIMESTAMPDIFF(MICROSECOND, NOW(6), " + a + "intent_expire)";
 }
 
@@ -39,11 +39,11 @@ std::string free_assignments(const std::string& a) {
          "acquired_at + INTERVAL ? MICROSECOND";
 }
 
-std::string hand_over_assignments(int fence_step) {
+std::string hand_over_assignments(const std::string& a, int fence_step) {
   // The fence is assigned before hold_id, so it still sees the hold the row had.
-  return "fence = IF(hold_id = ?, fence, fence + " + std::to_string(fence_step) +
-         "), state = 1, watchdog = ?, owner_id = ?, hold_id = ?, acquired_at = NOW(6), expire_time = NOW(6) + "
-         "INTERVAL ? MICROSECOND";
+  return a + "fence = IF(" + a + "hold_id = ?, " + a + "fence, " + a + "fence + " + std::to_string(fence_step) + "), " +
+         a + "state = 1, " + a + "watchdog = ?, " + a + "owner_id = ?, " + a + "hold_id = ?, " + a +
+         "acquired_at = NOW(6), " + a + "expire_time = NOW(6) + INTERVAL ? MICROSECOND";
 }
 
 }  // namespace fragments
@@ -141,10 +141,8 @@ HoldRow to_hold_row(sql::ResultSet& rs, int first) {
   row.live = rs.getInt(col(4)) == 1;
   row.fence = rs.getUInt64(col(17));
   row.bound = rs.getUInt(col(18));
-  row.readers = rs.getUInt(col(19));
-  row.read_epoch = rs.getUInt64(col(20));
-  row.intent_id = rs.getUInt64(col(21));
-  if (row.intent_id != 0) row.intent_ttl_us = rs.getInt64(col(22));
+  row.intent_id = rs.getUInt64(col(19));
+  if (row.intent_id != 0) row.intent_ttl_us = rs.getInt64(col(20));
   if (!row.live) return row;
   row.hold_id = rs.getUInt64(col(5));
   row.owner = rs.getUInt64(col(6));

@@ -71,8 +71,6 @@ struct HoldRow {
   // Always meaningful.
   std::uint64_t fence = 0;  // the current or last hold's token
   std::uint32_t bound = 0;  // a semaphore slot: the bound its permit was taken under
-  std::uint32_t readers = 0;  // a read-write lock: read holds counted
-  std::uint64_t read_epoch = 0;
   std::uint64_t intent_id = 0;  // a client whose waiter goes next; 0: none live
   std::int64_t intent_ttl_us = 0;
 
@@ -91,8 +89,9 @@ struct HeldRow {
 namespace fragments {
 // The hold's lease runs.
 std::string live(const std::string& a = "");
-// The columns HoldRow reads, in its order.
+// The columns HoldRow reads, in its order: kRowColumns of them.
 std::string row_columns(const std::string& a = "");
+inline constexpr int kRowColumns = 20;
 // A hold taken anew, its fence set to `fence` (an expression: "fence + 1");
 // binds state, watchdog, owner, hold id, label, host, pid, lease (us), bell
 // (bind_hold).
@@ -106,7 +105,7 @@ std::string free_assignments(const std::string& a = "");
 // `fence_step`; a re-run that finds its own first run applied (the row
 // already carries the new hold id) grows nothing. Binds what bind_hand_over
 // binds.
-std::string hand_over_assignments(int fence_step);
+std::string hand_over_assignments(const std::string& a, int fence_step);
 }  // namespace fragments
 
 // Binds what fragments::take_assignments takes.

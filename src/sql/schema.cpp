@@ -121,9 +121,8 @@ std::string Schema::create_sql_for(const std::string& name) const {
          "intent_expire is ahead',\n"
          "  intent_expire DATETIME(6)      NOT NULL DEFAULT " + long_ago + ",\n"
          "  bound         INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT 'semaphore slot: the bound of its permit',\n"
-         "  readers       INT UNSIGNED     NOT NULL DEFAULT 0 COMMENT 'read-write lock: read holds counted',\n"
-         "  read_epoch    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'read-write lock: moves on when the count is "
-         "reset; read hold: the epoch it was counted in',\n"
+         "  read_taken    TINYINT(1)       NOT NULL DEFAULT 0 COMMENT 'read-write lock: 1 once a read is taken, until a "
+         "write is taken that found no live read',\n"
          "  lease_us      BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'fair lock queue entry: the lease of its hold',\n"
          "  revision      BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'election: grows with every change',\n"
          "  value         MEDIUMBLOB       NULL     COMMENT 'election: what the leader proclaimed',\n"
@@ -200,24 +199,22 @@ std::vector<std::string> Schema::migration_sql(Connection& c, int from, const st
     const auto held = [&](const std::string& p) {
       return "(" + p + "hold_id IS NOT NULL AND " + p + "expire_time IS NOT NULL)";
     };
-    // The write side and the read count; the count is kept only while a
-    // counted read can still be live (read_expire ahead), as 0.2 read it.
+    // The write side (the reads are their own rows, below: read_taken makes
+    // the first write look at them).
     out.push_back("INSERT INTO " + quoted(into) + " " + hold_columns +
-                  ", readers, read_epoch, intent_id, intent_expire) SELECT 3, rw_name, 0, COALESCE(hold_id, 0),"
+                  ", read_taken, intent_id, intent_expire) SELECT 3, rw_name, 0, COALESCE(hold_id, 0),"
                   " COALESCE(thread_id, 0), COALESCE(machine_id, ''), COALESCE(holder_host, ''),"
                   " COALESCE(holder_pid, 0), COALESCE(acquired_at, " + long_ago + "), IF(" + held("") +
                   ", expire_time, " + long_ago + "), IF(" + held("") +
-                  ", state, 0), watchdog, fence, IF(read_expire > NOW(6), readers, 0), read_epoch + 1,"
-                  " COALESCE(intent_id, 0) & 281474976710655, COALESCE(intent_expire, " + long_ago + ") FROM " +
-                  quoted(tables[1]));
+                  ", state, 0), watchdog, fence, 1, COALESCE(intent_id, 0) & 281474976710655, COALESCE(intent_expire, " +
+                  long_ago + ") FROM " + quoted(tables[1]));
     // Read holds: a client's key (48 bits of it) and its slot make the slot.
     out.push_back("INSERT INTO " + quoted(into) + " " + hold_columns +
-                  ", read_epoch) SELECT 4, r.rw_name, ((r.client_key & 281474976710655) << 16) | (r.slot & 65535),"
+                  ") SELECT 4, r.rw_name, ((r.client_key & 281474976710655) << 16) | (r.slot & 65535),"
                   " COALESCE(r.hold_id, 0), COALESCE(r.thread_id, 0), COALESCE(r.machine_id, ''),"
                   " COALESCE(r.holder_host, ''), COALESCE(r.holder_pid, 0), COALESCE(r.acquired_at, " + long_ago +
                   "), IF(" + held("r.") + ", r.expire_time, " + long_ago + "), IF(" + held("r.") +
-                  ", r.state, 0), r.watchdog, r.fence, IF(r.epoch = h.read_epoch, h.read_epoch + 1, 0) FROM " +
-                  quoted(tables[2]) + " r JOIN " + quoted(tables[1]) + " h ON h.rw_name = r.rw_name");
+                  ", r.state, 0), r.watchdog, r.fence FROM " + quoted(tables[2]) + " r");
   }
   return out;
 }
