@@ -132,7 +132,7 @@ void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
   if (parks_ != 0) engine_.async().deadlines().remove(shared_from_this(), parks_);
   if (subscription_) {
     subscription_->unsubscribe();
-    engine_.waiting_ended(request_.key);
+    engine_.waiting_ended(request_.key, acquired);
   }
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.

@@ -160,10 +160,10 @@ bool Engine::reenter(HoldKind& k, const AcquireRequest& r, const Hold& local) {
 
 void Engine::waiting_started(const AcquireRequest& request) { kind(request.key.kind).waiting_started(*this, request); }
 
-void Engine::waiting_ended(const NameKey& key) {
+void Engine::waiting_ended(const NameKey& key, bool acquired) {
   if (waiters_.has(key)) return;
   HoldKind& k = kind(key.kind);
-  if (k.traits.intents != HoldKind::Traits::Intent::kNone) unmark_intent(key);
+  if (k.traits.intents != HoldKind::Traits::Intent::kNone) unmark_intent(key, acquired);
   k.waiting_ended(*this, key);
   if (bells_) bells_->disarm(key);
 }
@@ -182,8 +182,9 @@ AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>
   struct WaitingEnded {
     Engine& engine;
     const NameKey& key;
-    ~WaitingEnded() { engine.waiting_ended(key); }
-  } waiting_ended{*this, request.key};  // also disarms what a refused attempt armed
+    const AcquireStep& step;
+    ~WaitingEnded() { engine.waiting_ended(key, step.next == AcquireStep::Next::kAcquired); }
+  } waiting_ended{*this, request.key, step};  // also disarms what a refused attempt armed
   if (step.next != AcquireStep::Next::kWait) return step;
   if (refused_before_subscribing) refused_before_subscribing();
   // From here on, a release that lands between a refused attempt and the

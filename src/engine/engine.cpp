@@ -271,25 +271,68 @@ void Engine::intent_taken(NameKeyView key) {
   intent_count_.store(intents_.size(), std::memory_order_relaxed);
 }
 
-void Engine::unmark_intent(const NameKey& key) {
+void Engine::unmark_intent(const NameKey& key, bool acquired) {
   {
-    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
-    {
-      std::lock_guard<std::mutex> guard(intents_mutex_);
-      const bool had = intents_.erase(key) != 0;
-      intent_count_.store(intents_.size(), std::memory_order_relaxed);
-      if (!had) return;
-    }
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    const bool had = intents_.erase(key) != 0;
+    intent_count_.store(intents_.size(), std::memory_order_relaxed);
+    if (!had) return;
+  }
+  if (!acquired) {
     try {
       CallBudget budget(options_.io_timeout);
       with_connection([&](Connection& c) {
-        kind(key.kind).unmark(*this, c, key.name);
+        clear_mark(key, c);
         return 0;
       });
-    } catch (const std::exception& e) {
+    } catch (const BackendError& e) {
       // The mark ends with its lease (3 poll intervals).
       logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());
     }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    marks_to_clear_.emplace(key, true);
+    marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
+  }
+  io_.post("clearing a waiting mark", [this, key](const IoThread::ConnectionSource& connection) {
+    if (!take_mark_to_clear(key)) return;  // the release was first
+    CallBudget budget(options_.io_timeout);
+    clear_mark(key, connection());
+  });
+}
+
+bool Engine::take_mark_to_clear(NameKeyView key) {
+  if (marks_to_clear_count_.load(std::memory_order_relaxed) == 0) return false;  // the usual case: no lock
+  std::lock_guard<std::mutex> guard(intents_mutex_);
+  const auto it = marks_to_clear_.find(key);
+  if (it == marks_to_clear_.end()) return false;
+  marks_to_clear_.erase(it);
+  marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void Engine::clear_mark_before_release(NameKeyView key) {
+  if (!take_mark_to_clear(key)) return;
+  // Readers it held back must not find it when the release wakes them.
+  try {
+    with_connection([&](Connection& c) {
+      clear_mark(NameKey(key), c);
+      return 0;
+    });
+  } catch (const BackendError& e) {
+    logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());
+  }
+}
+
+void Engine::clear_mark(const NameKey& key, Connection& c) {
+  {
+    // Under the lock the poller marks under, so no renewal falls between;
+    // and not if a new waiter here has marked the name again meanwhile.
+    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    if (has_intent(key)) return;
+    kind(key.kind).unmark(*this, c, key.name);
   }
   // Readers held back by a waiting writer may go now.
   if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});

@@ -107,9 +107,10 @@ class Engine {
   std::optional<Hold> local_hold(NameKeyView key, std::uint64_t owner) const;
   // Wakes every local waiter of `key` so each looks at its `interrupted`.
   void interrupt_waits(NameKeyView key) { waiters_.wake_all(key); }
-  // Drivers: a waiter subscribed / the last one of `key` left.
+  // Drivers: a waiter subscribed / the last one of `key` left (`acquired`:
+  // the last one left holding it).
   void waiting_started(const AcquireRequest& request);
-  void waiting_ended(const NameKey& key);
+  void waiting_ended(const NameKey& key, bool acquired);
 
   WaiterRegistry& waiters() { return waiters_; }
   AsyncOperations& async() { return async_; }
@@ -243,7 +244,14 @@ class Engine {
   void restamp_after_ring(Connection& c, const std::string& rung);
   void free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id);
   void notify_lost(std::string_view name, std::uint64_t fence);
-  void unmark_intent(const NameKey& key);
+  // Clears this client's waiting mark on `key`: at once when its waiters
+  // gave up (others may go now), on the io thread when one acquired (the
+  // hold keeps others out meanwhile, and the acquire returns sooner).
+  void unmark_intent(const NameKey& key, bool acquired);
+  void clear_mark(const NameKey& key, Connection& c);
+  // Before a release of `key`: clears a mark still left by its acquire.
+  void clear_mark_before_release(NameKeyView key);
+  bool take_mark_to_clear(NameKeyView key);
   Millis renew_period() const;
   void renew_tick(const IoThread::ConnectionSource& connection);
   void poll_tick(const IoThread::ConnectionSource& connection);
@@ -284,6 +292,10 @@ class Engine {
   std::mutex intents_mutex_;
   NameKeyMap<bool> intents_;  // keys this client holds a mark on
   std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock
+  // Marks left by a waiter that acquired, cleared by the io thread or at
+  // the latest by the release of that name (both under intents_mutex_).
+  NameKeyMap<bool> marks_to_clear_;
+  std::atomic<std::size_t> marks_to_clear_count_{0};
   bool renew_around_locked_rows_ = false;  // io thread only: see renew_tick
   IoThread io_;  // destroyed (stopped) after the watcher, before the rest
   std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; reset first in the destructor

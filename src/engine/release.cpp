@@ -35,6 +35,7 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
   }
   CallBudget budget(options_.io_timeout);
   const unsigned target = before->count - 1;
+  if (target == 0) clear_mark_before_release(key);
   const RowKey row{key.kind, std::string(key.name), before->slot};
   const std::int64_t at_least_us = micros(at_least);
   if (target == 0 && at_least_us == 0 && k.traits.hands_over) claim_for_handoff(key, before->chain_started, claim);

@@ -111,7 +111,8 @@ class LockKind final : public HoldKind {
     }
     if (!t.taken) {
       // Refused, or the row is gone (deleted behind the client's back): look.
-      HoldRow row = e.read([&](Connection& c) { return e.rows().read(c, RowKey{Kind::kLock, std::string(name), 0}); });
+      HoldRow row =
+          e.read([&](Connection& c) { return e.rows().read_state(c, RowKey{Kind::kLock, std::string(name), 0}); });
       if (!row.exists) {
         known_.forget(name);
         return take(e, r, holder);
@@ -123,7 +124,7 @@ class LockKind final : public HoldKind {
 
   Refusal refused(Engine& e, const AcquireRequest& r, const Taken& t) override {
     const HoldRow row = t.seen ? *t.seen : e.read([&](Connection& c) {
-      return e.rows().read(c, RowKey{Kind::kLock, r.key.name, 0});
+      return e.rows().read_state(c, RowKey{Kind::kLock, r.key.name, 0});
     });
     if (!row.live) {
       // Free, but another client's waiter goes next: its take comes within

@@ -175,6 +175,28 @@ HoldRow HoldRows::read(Connection& c, const RowKey& key) const {
   });
 }
 
+HoldRow HoldRows::read_state(Connection& c, const RowKey& key) const {
+  return run(c, "reading a row", [&] {
+    auto& ps = c.prepared("SELECT " + fragments::live() + ", hold_id, TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), IF("
+                          "intent_expire > NOW(6), intent_id, 0), TIMESTAMPDIFF(MICROSECOND, NOW(6), intent_expire) FROM " +
+                          quoted_ + " WHERE " + key_match(key));
+    Binder b(ps);
+    bind_key(b, key);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    HoldRow row;
+    row.key = key;
+    if (!rs->next()) return row;
+    row.exists = true;
+    row.live = rs->getInt(1) == 1;
+    row.intent_id = rs->getUInt64(4);
+    if (row.intent_id != 0) row.intent_ttl_us = rs->getInt64(5);
+    if (!row.live) return row;
+    row.hold_id = rs->getUInt64(2);
+    row.ttl_us = rs->getInt64(3);
+    return row;
+  });
+}
+
 std::optional<HoldRow> HoldRows::find(Connection& c, Kind kind, std::string_view name, std::uint64_t hold_id) const {
   return run(c, "reading a hold", [&]() -> std::optional<HoldRow> {
     auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ +

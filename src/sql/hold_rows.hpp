@@ -139,6 +139,9 @@ class HoldRows {
   // ---- reads
   // The row (exists == false when there is none).
   HoldRow read(Connection& c, const RowKey& key) const;
+  // The same, with only what a refused take asks (exists, live, hold_id,
+  // ttl_us, intent_id, intent_ttl_us): the contended path, kept light.
+  HoldRow read_state(Connection& c, const RowKey& key) const;
   // The live row of (kind, name) that carries `hold_id` (reconciliation:
   // whether a statement of that hold applied).
   std::optional<HoldRow> find(Connection& c, Kind kind, std::string_view name, std::uint64_t hold_id) const;
