@@ -137,6 +137,22 @@ int main(int argc, char** argv) {
       std::cout << "done" << std::endl;
       return 0;
     }
+    if (command == "fair-wait" && argc == 5) {
+      // Joins the fair lock's queue and says so; holds what it is granted
+      // until stdin closes (or forever), then unlocks.
+      dlock::Lock fair = client.get_fair_lock(name);
+      std::cout << "waiting" << std::endl;
+      if (!fair.try_lock_for(dlock::Millis(std::stol(argv[4])))) {
+        std::cout << "timeout" << std::endl;
+        return 0;
+      }
+      std::cout << "acquired " << fair.fencing_token() << std::endl;
+      std::string line;
+      std::getline(std::cin, line);
+      fair.unlock();
+      std::cout << "released" << std::endl;
+      return 0;
+    }
     if (command == "wait" && argc == 5) {
       const auto start = std::chrono::steady_clock::now();
       const bool ok = client.try_lock(name, dlock::Millis(std::stol(argv[4])));

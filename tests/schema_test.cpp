@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "api/tools.hpp"
@@ -57,7 +56,9 @@ TEST(Schema, MissingTableWithCreateTableOffIsABackendError) {
 // dlock 0.2's four tables, with a lock, a permit, a write and a read in them.
 void create_v2_tables(const std::string& table) {
   std::string ddl = file(DLOCK_SOURCE_DIR "/tests/support/schema_v2.sql");
-  ddl = std::regex_replace(ddl, std::regex("distributed_lock"), table);
+  const std::string from = "distributed_lock";
+  for (std::size_t at = ddl.find(from); at != std::string::npos; at = ddl.find(from, at + table.size()))
+    ddl.replace(at, from.size(), table);
   std::size_t start = 0;
   while (true) {
     const std::size_t end = ddl.find(";\n", start);

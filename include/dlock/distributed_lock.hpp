@@ -165,6 +165,20 @@ class DLOCK_API DatabaseDistributedLock {
   // serialized, so the count stays exact even if several threads use the
   // owner at once (each acquire still needs its unlock).
   [[nodiscard]] Lock get_lock(std::string name, Owner owner);
+  // A handle on fair lock `name` (a namespace of its own), with every Lock
+  // operation. Grants follow arrival: among owners waiting on the name,
+  // across all clients and processes, the one that began waiting first is
+  // granted first, by the release itself (in the same commit, with a new
+  // fencing token; the waiter runs no statement to take it). try_lock()
+  // and a zero wait succeed only when the name is free and nobody waits;
+  // reentrant acquires always go through. A waiter that stops waiting
+  // (timed out, cancelled, its client destroyed) leaves the queue at once;
+  // one whose process died delays the ones behind it by at most
+  // 3 * poll_interval. Throws std::invalid_argument (no SQL) for a bad
+  // name. The handle must not outlive this client.
+  [[nodiscard]] Lock get_fair_lock(std::string name);
+  // The same, acting for `owner` from any thread.
+  [[nodiscard]] Lock get_fair_lock(std::string name, Owner owner);
   // A copyable handle on semaphore `name` with bound `permits` (see
   // <dlock/semaphore.hpp>). Throws std::invalid_argument (no SQL) for a bad
   // name or a bound outside 1..100,000. The handle must not outlive this

@@ -63,10 +63,10 @@ Millis saturating_wait(const std::chrono::duration<Rep, Period>& wait) {
 
 class DLOCK_API Lock {
  public:
-  // Which lock a handle names: a mutex (get_lock), or one side of a
-  // read-write lock (ReadWriteLock::read_lock(), write_lock()). Each is a
-  // namespace of its own.
-  enum class Side : unsigned char { kMutex, kRead, kWrite };
+  // Which lock a handle names: a mutex (get_lock), one side of a
+  // read-write lock (ReadWriteLock::read_lock(), write_lock()), or a fair
+  // lock (get_fair_lock). Each is a namespace of its own.
+  enum class Side : unsigned char { kMutex, kRead, kWrite, kFair };
 
   void lock();
   void lock(Millis lease);

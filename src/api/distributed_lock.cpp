@@ -20,6 +20,7 @@ std::unique_ptr<details::Engine> make_engine(Options options) {
   auto engine = std::make_unique<details::Engine>(std::move(options));
   engine->add_kind(details::make_lock_kind(engine->rows()));
   engine->add_kind(details::make_semaphore_kind(engine->rows()));
+  engine->add_kind(details::make_fair_kind(engine->rows()));
   auto rw = details::make_read_write_kinds(engine->rows());
   engine->add_kind(std::move(rw.write));
   engine->add_kind(std::move(rw.read));
@@ -75,6 +76,16 @@ Lock DatabaseDistributedLock::get_lock(std::string name) {
 Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
   details::validate_name(name);
   return Lock(this, std::move(name), owner.id());
+}
+
+Lock DatabaseDistributedLock::get_fair_lock(std::string name) {
+  details::validate_name(name);
+  return Lock(this, std::move(name), 0, Side::kFair);
+}
+
+Lock DatabaseDistributedLock::get_fair_lock(std::string name, Owner owner) {
+  details::validate_name(name);
+  return Lock(this, std::move(name), owner.id(), Side::kFair);
 }
 
 ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name) {

@@ -14,6 +14,8 @@ inline Kind kind_of(LockSide side) {
       return Kind::kRead;
     case LockSide::kWrite:
       return Kind::kWrite;
+    case LockSide::kFair:
+      return Kind::kFair;
     case LockSide::kMutex:
       break;
   }

@@ -1,5 +1,7 @@
 #include "engine/async_acquire.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "engine/engine.hpp"
 
 namespace dlock::details {
@@ -133,6 +135,11 @@ void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
   if (subscription_) {
     subscription_->unsubscribe();
     engine_.waiting_ended(request_.key, acquired);
+  }
+  try {
+    engine_.kind(request_.key.kind).request_ended(engine_, request_, acquired);
+  } catch (const std::exception& e) {
+    engine_.logger()->debug("dlock: ending a wait: {}", e.what());
   }
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.

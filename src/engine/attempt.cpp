@@ -87,12 +87,13 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   if (!r.single_attempt) {
     // A chain of handoffs to local waiters just ended: hold back, so a
     // waiter in another client gets in (no SQL; the wait ends with it).
-    if (const Micros left = yields_.left(r.key); left > Micros::zero()) return Attempt{false, left.count(), false};
+    if (const Micros left = yields_.left(r.key); left > Micros::zero() && !k.traits.queues)
+      return Attempt{false, left.count(), false};
     // Held by another owner of this client (the usual case on a hot lock):
     // refused without SQL, since its release wakes us or hands us the hold,
     // and its local lease deadline is never later than the server's expiry.
     // Unless something saw the row free meanwhile: then the database decides.
-    if (k.traits.single_holder && here.live_until && !free_hints_.take(r.key)) {
+    if (k.traits.single_holder && !k.traits.queues && here.live_until && !free_hints_.take(r.key)) {
       const auto left = std::chrono::duration_cast<Micros>(*here.live_until - Clock::now()).count();
       return Attempt{false, std::max<std::int64_t>(0, left), false};
     }
@@ -102,11 +103,11 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   const HoldKind::Taken taken = k.take(*this, r, holder);
   if (taken.taken) {
     Hold h;
-    h.hold_id = holder.hold_id;
+    h.hold_id = taken.hold_id != 0 ? taken.hold_id : holder.hold_id;
     h.count = 1;
     h.fence = taken.fence;
     h.watchdog = r.watchdog;
-    h.deadline = sent + r.lease;
+    h.deadline = taken.ttl_us ? sent + Micros(std::max<std::int64_t>(0, *taken.ttl_us)) : sent + r.lease;
     h.bell_session = taken.bell_session;
     h.slot = taken.slot;
     h.bound = r.bound;
@@ -177,7 +178,16 @@ AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>
   // as a change of the registry's wake count: then the next attempt comes
   // at once.
   const std::uint64_t wakes_before = waiters_.wakes();
-  AcquireStep step = attempt_step(request);
+  AcquireStep step;
+  struct RequestEnded {
+    Engine& engine;
+    const AcquireRequest& request;
+    const AcquireStep& step;
+    ~RequestEnded() {
+      engine.kind(request.key.kind).request_ended(engine, request, step.next == AcquireStep::Next::kAcquired);
+    }
+  } request_ended{*this, request, step};
+  step = attempt_step(request);
   if (step.next == AcquireStep::Next::kAcquired) return step;
   struct WaitingEnded {
     Engine& engine;

@@ -100,8 +100,9 @@ void Engine::start() {
     if (wait_seconds >= 1) {
       BellWatcher::Hooks hooks;
       hooks.ring = [this](const NameKey& key) {
-        // Readers share what a release lets in; the other kinds take turns.
-        if (key.kind == Kind::kRead) {
+        // Readers share what a release lets in, and a queued waiter may be the
+        // one granted the hold; the other kinds take turns.
+        if (key.kind == Kind::kRead || kind(key.kind).traits.queues) {
           waiters_.wake_all(key);
         } else {
           waiters_.wake_one(key);

@@ -177,6 +177,11 @@ class Engine {
   void intent_taken(NameKeyView key);
   Millis intent_lease() const;
 
+  // ---- the watchdog
+  // Renews every watchdog-mode hold now, on the io thread (a kind's
+  // maintain: a hold granted with a lease shorter than watchdog_timeout).
+  void renew_now(const IoThread::ConnectionSource& connection) { renew_tick(connection); }
+
   // ---- losses
   // Logs a lost hold and calls on_lock_lost (on the io thread).
   void report_lost(NameKeyView key, std::uint64_t fence, const char* why);

@@ -59,6 +59,11 @@ class HoldKind {
     Intent intents = Intent::kNone;
     // The kinds of rows whose holds keep its waiters out (BellWatcher).
     std::vector<Kind> blocked_by;
+    // Waiters queue in the database (the fair lock): every waiter asks the
+    // database on every wake, even while a hold of this client blocks it,
+    // and a release wakes every local waiter (the one it granted to may be
+    // any of them).
+    bool queues = false;
   };
 
   explicit HoldKind(Traits t) : traits(std::move(t)) {}
@@ -81,6 +86,8 @@ class HoldKind {
     std::uint64_t slot = 0;
     std::uint64_t fence = 0;         // 0: not known yet (read when asked for)
     std::uint64_t bell_session = 0;  // the session whose bell the row records
+    std::uint64_t hold_id = 0;       // the hold's id if not the Holder's (granted to a queued waiter)
+    std::optional<std::int64_t> ttl_us;  // the lease left, if not the request's whole lease
     std::optional<HoldRow> seen;     // a row read while refusing, if any
     std::optional<Refusal> refusal;  // what the take learned of the refusal, if anything
   };
@@ -116,6 +123,10 @@ class HoldKind {
   // left.
   virtual void waiting_started(Engine&, const AcquireRequest&) {}
   virtual void waiting_ended(Engine&, const NameKey&) {}
+  // A request that may have waited ended (acquired, gave up, cancelled or
+  // failed), whichever driver ran it: what it left in the database for its
+  // wait goes (traits.queues: its queue entry).
+  virtual void request_ended(Engine&, const AcquireRequest&, bool /*acquired*/) {}
   // Any owner holds `name` (one read); the longest lease left on it.
   virtual bool is_locked(Engine&, std::string_view name) = 0;
   virtual std::optional<std::int64_t> ttl_us(Engine&, std::string_view name) = 0;

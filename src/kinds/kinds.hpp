@@ -13,6 +13,9 @@ std::unique_ptr<HoldKind> make_lock_kind(const HoldRows& rows);
 // The semaphore (get_semaphore): one row per slot 0 .. bound-1, one permit
 // each, so "at most bound at once" is the primary key's doing.
 std::unique_ptr<HoldKind> make_semaphore_kind(const HoldRows& rows);
+// The fair lock (get_fair_lock): the lock's hold row, plus a queue of
+// waiters in the database that a release grants to in its own statement.
+std::unique_ptr<HoldKind> make_fair_kind(const HoldRows& rows);
 // The two sides of the read-write lock (get_read_write_lock): the head row
 // carries the write hold and the count of read holds; each read hold is a
 // slot row of its client, counted on the head.
