@@ -8,6 +8,7 @@
 #include "api/tools.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
+#include "fair_view.hpp"
 #include "lock_view.hpp"
 #include "rw_view.hpp"
 #include "semaphore_view.hpp"
@@ -72,10 +73,12 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
   }
   const auto semaphores = group_permits(all);
   const auto rwlocks = group_rw(all);
+  const auto fair = group_fair(all, details::fair_queues(options, names));
   if (json) {
     for (const auto& row : rows) std::cout << row_json(row) << "\n";
     for (const auto& view : semaphores) std::cout << semaphore_json(view) << "\n";
     for (const auto& view : rwlocks) std::cout << rw_json(view) << "\n";
+    for (const auto& view : fair) std::cout << fair_json(view) << "\n";
     return kExitOk;
   }
   // A name asked for that only a semaphore or read-write lock uses: no
@@ -86,7 +89,9 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
                                      (std::any_of(semaphores.begin(), semaphores.end(),
                                                   [&](const SemaphoreView& v) { return v.name == row.key.name; }) ||
                                       std::any_of(rwlocks.begin(), rwlocks.end(),
-                                                  [&](const RwView& v) { return v.name == row.key.name; }));
+                                                  [&](const RwView& v) { return v.name == row.key.name; }) ||
+                                      std::any_of(fair.begin(), fair.end(),
+                                                  [&](const FairView& v) { return v.name == row.key.name; }));
                             }),
              rows.end());
   bool printed = false;
@@ -102,6 +107,11 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
   if (!rwlocks.empty()) {
     if (printed) std::cout << "\n";
     print_cells(rw_cells(rwlocks));
+    printed = true;
+  }
+  if (!fair.empty()) {
+    if (printed) std::cout << "\n";
+    print_cells(fair_cells(fair));
     printed = true;
   }
   if (!printed) std::cout << "no lock is held in " << options.database << "." << options.table << "\n";

@@ -124,8 +124,12 @@ int main(int argc, char** argv) {
                                        "hold the read side of read-write lock NAME instead of lock NAME (flock -s)");
   auto* exclusive_opt = run_cmd->add_flag("-x,--exclusive", run_exclusive,
                                           "hold the write side of read-write lock NAME instead of lock NAME (flock -x)");
-  shared_opt->excludes(exclusive_opt)->excludes(permits_opt);
-  exclusive_opt->excludes(permits_opt);
+  bool run_fair = false;
+  auto* fair_opt = run_cmd->add_flag("--fair", run_fair,
+                                     "hold fair lock NAME instead of lock NAME (waiters are granted in arrival order)");
+  shared_opt->excludes(exclusive_opt)->excludes(permits_opt)->excludes(fair_opt);
+  exclusive_opt->excludes(permits_opt)->excludes(fair_opt);
+  fair_opt->excludes(permits_opt);
   run_cmd->add_option("-E,--conflict-exit-code", run.conflict_exit_code,
                       "exit code when the lock is not had (default 1)")
       ->check(CLI::Range(0, 255));
@@ -211,6 +215,7 @@ int main(int argc, char** argv) {
       validate_names({run.name});
       if (run_shared) run.side = details::LockSide::kRead;
       if (run_exclusive) run.side = details::LockSide::kWrite;
+      if (run_fair) run.side = details::LockSide::kFair;
       if (no_wait) run.wait = Millis::zero();
       if (!wait_text.empty()) run.wait = parse_duration(wait_text, true);
       if (!lease_text.empty()) run.lease = parse_duration(lease_text);

@@ -55,6 +55,7 @@
 
 #include <dlock/asio.hpp>
 
+#include "api/sides.hpp"
 #include "api/tools.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
@@ -313,7 +314,8 @@ class Held {
         args_(args),
         semaphore_(args.permits != 0 ? std::optional<Semaphore>(client.get_semaphore(args.name, args.permits))
                                      : std::nullopt),
-        lock_(args.side == details::LockSide::kMutex ? client.get_lock(args.name)
+        lock_(args.side == details::LockSide::kMutex  ? client.get_lock(args.name)
+              : args.side == details::LockSide::kFair ? client.get_fair_lock(args.name)
               : args.side == details::LockSide::kRead ? client.get_read_write_lock(args.name).read_lock()
                                                       : client.get_read_write_lock(args.name).write_lock()) {}
 
@@ -338,6 +340,11 @@ class Held {
   std::string holders() {
     try {
       const auto rows = details::list_rows(options_, {args_.name});
+      if (args_.side == details::LockSide::kFair) {
+        for (const auto& row : rows)
+          if (row.key.kind == details::Kind::kFair && row.live) return holder_summary(row);
+        return "nobody, but others queue for it (a try never overtakes them)";
+      }
       if (args_.side != details::LockSide::kMutex) {
         for (const auto& view : group_rw(rows))
           if (view.name == args_.name) return rw_summary(view);
@@ -375,16 +382,14 @@ class Held {
     return args_.permits != 0                           ? "the permit"
            : args_.side == details::LockSide::kRead  ? "the read lock"
            : args_.side == details::LockSide::kWrite ? "the write lock"
+           : args_.side == details::LockSide::kFair  ? "the fair lock"
                                                      : "the lock";
   }
 
  private:
   details::NameKeyView key() const {
     if (semaphore_) return details::NameKeyView{details::Kind::kSemaphore, args_.name};
-    return details::NameKeyView{args_.side == details::LockSide::kRead    ? details::Kind::kRead
-                                : args_.side == details::LockSide::kWrite ? details::Kind::kWrite
-                                                                          : details::Kind::kLock,
-                                args_.name};
+    return details::key_of(args_.side, args_.name);
   }
   details::Engine& engine_;
   const Options& options_;
@@ -429,6 +434,7 @@ int run_command(Options options, const RunArgs& args) {
     if (interrupted) return 128 + pending.load();
     std::cerr << "dlock: "
               << (args.permits != 0                           ? "semaphore "
+                  : args.side == details::LockSide::kFair  ? "fair lock "
                   : args.side != details::LockSide::kMutex ? "read-write lock "
                                                            : "")
               << readable_name(args.name) << " is held by "

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child_process.hpp"
@@ -255,6 +256,63 @@ TEST_F(Cli, RunWithPermitsHoldsOneSemaphorePermit) {
   EXPECT_EQ(s.available_permits(), 2u);
   std::tie(out, code) = run(args({"force-unlock", "--semaphore", "jobs"}));
   EXPECT_EQ(code, 1) << "nothing to free: " << out;
+}
+
+TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
+  Options o = options_;
+  o.machine_id = "fair-holder";
+  DatabaseDistributedLock holder(o);
+  Lock fair = holder.get_fair_lock("jobs", Owner::create());
+  fair.lock();
+  // A waiter in another client queues behind the holder.
+  Options w = options_;
+  w.machine_id = "fair-waiter";
+  DatabaseDistributedLock waiter_client(w);
+  Lock queued = waiter_client.get_fair_lock("jobs", Owner::create());
+  std::thread waiter([&] {
+    if (queued.try_lock_for(std::chrono::seconds(20))) queued.unlock();
+  });
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM `" + o.table +
+                                  "` WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)") == "1";
+      },
+      std::chrono::seconds(10)));
+
+  // A try neither overtakes the waiter nor touches the plain lock "jobs".
+  auto [out, code] = run(args({"run", "-n", "--fair", "jobs", "true"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("fair lock jobs is held by fair-holder"), std::string::npos) << out;
+  EXPECT_EQ(run(args({"run", "-n", "jobs", "true"})).second, 0) << "the plain lock of the same name is another";
+  EXPECT_EQ(run(args({"run", "--fair", "-x", "jobs", "true"})).second, 2);
+
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("FAIR LOCK"), std::string::npos) << out;
+  EXPECT_NE(out.find("fair-waiter"), std::string::npos) << out;
+  std::tie(out, code) = run(args({"status", "--json", "jobs"}));
+  EXPECT_EQ(code, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  bool seen = false;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("kind") || j["kind"] != "fair") continue;
+    seen = true;
+    EXPECT_EQ(j["name"], "jobs");
+    EXPECT_EQ(j["held"], true);
+    EXPECT_EQ(j["machine_id"], "fair-holder");
+    EXPECT_EQ(j["queued"], 1);
+    EXPECT_EQ(j["first_waiter"]["machine_id"], "fair-waiter");
+  }
+  EXPECT_TRUE(seen) << out;
+  fair.unlock();  // granted to the waiter
+  waiter.join();
+
+  // Once nobody waits, --fair runs the command with the fair lock's token.
+  std::tie(out, code) = run(args({"run", "-n", "--fair", "jobs", "sh", "-c", "echo fence=$DLOCK_FENCE"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("fence=3"), std::string::npos) << "holder 1, waiter 2, this run 3: " << out;
 }
 
 TEST_F(Cli, RunSharedAndExclusiveHoldTheSidesOfAReadWriteLock) {
