@@ -1,9 +1,12 @@
 // The fair lock (get_fair_lock): grants in arrival order across clients
 // and processes, handed over by the release itself, no barging, waiters
 // that stop waiting or die delay nobody for long.
+#include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
+
+#include <boost/asio/use_future.hpp>
 
 #include <atomic>
 #include <mutex>
@@ -177,6 +180,38 @@ TEST(FairLock, AWaiterThatTimesOutLeavesTheQueueAndDelaysNobody) {
   ASSERT_TRUE(wait_until([&] { return got.load(); }, 10s));
   EXPECT_LT(Clock::now() - released, 5s);
   stayer.join();
+}
+
+TEST(FairLock, AsynchronousWaitersQueueAndACancelledOneLeavesTheQueue) {
+  const Options o = slow_poll_options();
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  Lock held = a.get_fair_lock("async");
+  held.lock();
+  const Owner first = Owner::create();
+  const Owner cancelled = Owner::create();
+  const Owner second = Owner::create();
+  auto first_done = async_lock(b.get_fair_lock("async", first), boost::asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return queued(o, "async") == 1; }, 10s));
+  auto cancelled_done = async_lock(b.get_fair_lock("async", cancelled), boost::asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return queued(o, "async") == 2; }, 10s));
+  auto second_done = async_lock(a.get_fair_lock("async", second), boost::asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return queued(o, "async") == 3; }, 10s));
+  b.cancel(cancelled);
+  EXPECT_THROW(cancelled_done.get(), Cancelled);
+  ASSERT_TRUE(wait_until([&] { return queued(o, "async") == 2; }, 10s)) << "the cancelled waiter is still queued";
+  held.unlock();
+  ASSERT_EQ(first_done.wait_for(10s), std::future_status::ready);
+  first_done.get();
+  Lock first_lock = b.get_fair_lock("async", first);
+  EXPECT_EQ(first_lock.fencing_token(), 2u);
+  EXPECT_EQ(second_done.wait_for(300ms), std::future_status::timeout);
+  async_unlock(first_lock, boost::asio::use_future).get();
+  ASSERT_EQ(second_done.wait_for(10s), std::future_status::ready);
+  second_done.get();
+  Lock second_lock = a.get_fair_lock("async", second);
+  EXPECT_EQ(second_lock.fencing_token(), 3u);
+  second_lock.unlock();
 }
 
 TEST(FairLock, AFirstWaiterInAnotherProcessIsGrantedFirst) {
