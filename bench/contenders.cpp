@@ -116,6 +116,16 @@ class DlockRwSession : public Session {
   Lock::Side side_;
 };
 
+class DlockFairSession : public Session {
+ public:
+  explicit DlockFairSession(DatabaseDistributedLock& client) : client_(client) {}
+  void lock(const std::string& name) override { client_.get_fair_lock(name).lock(); }
+  void unlock(const std::string& name) override { client_.get_fair_lock(name).unlock(); }
+
+ private:
+  DatabaseDistributedLock& client_;
+};
+
 class DlockContender : public Contender {
  public:
   // `name` is the contender's report name; `tune` adjusts the options (the
@@ -134,6 +144,7 @@ class DlockContender : public Contender {
   std::unique_ptr<Session> session() override {
     if (async_) return std::make_unique<DlockAsyncSession>(*client_);
     if (semaphore_) return std::make_unique<DlockSemaphoreSession>(*client_);
+    if (side_ == Lock::Side::kFair) return std::make_unique<DlockFairSession>(*client_);
     if (side_ != Lock::Side::kMutex) return std::make_unique<DlockRwSession>(*client_, side_);
     return std::make_unique<DlockSession>(*client_, lease_);
   }
@@ -439,7 +450,7 @@ class GetLockContender : public Contender {
 
 }  // namespace
 
-std::vector<std::string> rw_contender_names() { return {"dlock-read", "dlock-write"}; }
+std::vector<std::string> rw_contender_names() { return {"dlock-read", "dlock-write", "dlock-fair"}; }
 
 std::vector<std::string> contender_names() {
   return {"dlock-watchdog", "dlock-lease", "dlock-async", "dlock-semaphore", "dlock-no-wakeup", "floor", "seed",
@@ -455,6 +466,8 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
     return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kRead);
   if (name == "dlock-write")
     return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kWrite);
+  if (name == "dlock-fair")
+    return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kFair);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
   // what the doorbell costs when nobody waits.
   if (name == "dlock-no-wakeup")

@@ -6,8 +6,10 @@
 //                   with use_future, an owner per session
 //   dlock-semaphore a one-permit Semaphore: acquire() / Permit::release()
 //   dlock-read      the read side of a ReadWriteLock: read_lock().lock() / unlock()
-//   dlock-write     the write side: write_lock().lock() / unlock() (these two
-//                   run in the uncontended, handoff and starvation scenarios)
+//   dlock-write     the write side: write_lock().lock() / unlock()
+//   dlock-fair      a fair lock: get_fair_lock(name).lock() / unlock() (these
+//                   three run in the uncontended and handoff scenarios, the
+//                   read-write sides in starvation, the fair lock in fairlock)
 //   floor           the least SQL a durable lease lock can issue: one
 //                   conditional UPDATE to take a pre-created row, one to free it
 //   seed            a minimal, faithful re-implementation of the seed design
@@ -66,8 +68,8 @@ class Contender {
 std::unique_ptr<Contender> make_contender(const std::string& name, const std::string& url);
 // Every contender name, in report order (not poll-10ms and kill-wake).
 std::vector<std::string> contender_names();
-// The read and write sides of a read-write lock (not in contender_names():
-// they run in the uncontended, handoff and starvation scenarios only).
+// The read and write sides of a read-write lock and the fair lock (not in
+// contender_names(): they run in the scenarios named above only).
 std::vector<std::string> rw_contender_names();
 
 }  // namespace dlock::bench

@@ -319,6 +319,11 @@ struct Bench {
       report.goal({std::string("uncontended latency, ") + name + ": <= " + num(bound, 2) + " x floor",
                    num(ratio, 2) + " x", ratio <= bound, false});
     }
+    report.goal({"uncontended cycle, dlock-fair (fair lock + unlock): exactly 2 statements",
+                 num(statements["dlock-fair"], 2), statements["dlock-fair"] == 2.0, true});
+    const double fair_ratio = summarize(samples["dlock-fair"]).median / summarize(samples["dlock-watchdog"]).median;
+    report.goal({"uncontended latency, dlock-fair: <= 1.05 x dlock-watchdog (the plain lock)", num(fair_ratio, 2) + " x",
+                 fair_ratio <= 1.05, false});
     const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"session bells' cost, uncontended: dlock-watchdog <= 1.03 x dlock-no-wakeup",
                  num(doorbell_cost, 2) + " x", doorbell_cost <= 1.03, false});
@@ -724,6 +729,86 @@ struct Bench {
                  false});
     report.goal({"hot lock: a waiter in another process waits <= 100 ms (max)", num(max_wait) + " ms",
                  w.n > 0 && max_wait <= 100.0, false});
+  }
+
+  // 4g. The fair lock: a release grants the first queued waiter in its own
+  // commit, so a cross-process handoff costs one commit and a wake where
+  // the floor (and the plain lock) costs two commits.
+  double hot_fair_run(int threads_here, int threads_there, std::chrono::milliseconds duration) {
+    DatabaseDistributedLock client(Options::from_url(url));
+    client.get_fair_lock("hot-fair").lock();  // warm: the row and the statements
+    client.get_fair_lock("hot-fair").unlock();
+    test::ChildProcess child(self_path,
+                             {"--child-hot-fair", url, "hot-fair", std::to_string(threads_there),
+                              std::to_string(duration.count())},
+                             false, true);
+    if (!child.wait_for_line("ready", 60s)) throw std::runtime_error("hot fair child did not start");
+    std::atomic<bool> go{false}, stop{false};
+    std::atomic<long> ops{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads_here; ++t) {
+      pool.emplace_back([&] {
+        Lock fair = client.get_fair_lock("hot-fair");
+        while (!go) std::this_thread::yield();
+        long mine = 0;
+        while (!stop) {
+          fair.lock();
+          fair.unlock();
+          ++mine;
+        }
+        ops += mine;
+      });
+    }
+    child.write("go\n");
+    go = true;
+    std::this_thread::sleep_for(duration);
+    stop = true;
+    for (auto& th : pool) th.join();
+    const auto line = child.wait_for_line("ops", 60s);
+    if (!line) throw std::runtime_error("hot fair child did not report");
+    child.wait(30s);
+    return (static_cast<double>(ops.load()) + std::stod(line->substr(4))) / std::chrono::duration<double>(duration).count();
+  }
+
+  void fair_lock() {
+    const int n = quick ? 20 : 1000;
+    const auto duration = quick ? 500ms : 2000ms;
+    const int rounds = quick ? 1 : 5;
+    report.section("4g. Fair lock: the release grants the first waiter in its own commit",
+                   "Handoff: ms from the holder calling unlock() to the waiter (another process) returning from "
+                   "lock(), beside the floor measured the same way in this run (release commit, signal, take "
+                   "commit on raw connections) and the plain lock. Hot fair lock: one name, 4 threads in this "
+                   "process and 4 in another, lock+unlock loops, rounds alternating with the floor (8 threads "
+                   "of one process, release then take), median round.");
+    Summary floor_call, fair_call, lock_call;
+    handoff_cross_process("floor", n, false, "fair-floor-op", 1s, "", &floor_call);
+    handoff_cross_process("dlock-fair", n, false, "fair-op", 1s, "", &fair_call);
+    handoff_cross_process("dlock-watchdog", quick ? n : 300, false, "fair-lock-op", 1s, "", &lock_call);
+    std::vector<double> floor, fair;
+    for (int r = 0; r < rounds; ++r) {
+      floor.push_back(hot_floor_run(8, duration));
+      fair.push_back(hot_fair_run(4, 4, duration));
+    }
+    const double fl = summarize(floor).median, fa = summarize(fair).median;
+    report.table({"handoff from unlock() called, other process", "n", "median ms", "p99 ms", "median vs floor"},
+                 {{"floor (two commits)", std::to_string(floor_call.n), num(floor_call.median), num(floor_call.p99),
+                   "1.00"},
+                  {"dlock-fair (granted by the release)", std::to_string(fair_call.n), num(fair_call.median),
+                   num(fair_call.p99), num(fair_call.median / floor_call.median, 2)},
+                  {"dlock-watchdog (plain lock)", std::to_string(lock_call.n), num(lock_call.median),
+                   num(lock_call.p99), num(lock_call.median / floor_call.median, 2)}});
+    report.table({"hot lock, one name", "cycles/s", "vs floor"},
+                 {{"floor, 8 threads (release, then take)", num(fl, 0), "1.00"},
+                  {"dlock-fair, 2 processes x 4 threads", num(fa, 0), num(fa / fl, 2)}});
+    report.json("fair_lock", "{\"handoff_floor_ms\": " + num(floor_call.median) + ", \"handoff_fair_ms\": " +
+                                 num(fair_call.median) + ", \"handoff_fair_p99_ms\": " + num(fair_call.p99) +
+                                 ", \"hot_floor\": " + num(fl, 1) + ", \"hot_fair\": " + num(fa, 1) + "}");
+    report.goal({"fair lock handoff from unlock() called, other process: median <= 0.6 x floor",
+                 num(fair_call.median / floor_call.median, 2) + " x", fair_call.median <= 0.6 * floor_call.median,
+                 false});
+    report.goal({"fair lock handoff, other process: p99 < 5 ms", num(fair_call.p99) + " ms", fair_call.p99 < 5.0, false});
+    report.goal({"hot fair lock (2 processes x 4 threads): >= 1.8 x floor cycles/s", num(fa / fl, 2) + " x",
+                 fa >= 1.8 * fl, false});
   }
 
   // 1b. Where the time of an uncontended cycle goes: wall time per cycle
@@ -1688,6 +1773,37 @@ int child_hot_waiter(const std::string& url, const std::string& name, int millis
   return 0;
 }
 
+// Loops lock+unlock of fair lock `name` on `threads` threads for `millis`
+// after "go" on stdin; prints "ops N" (cycles).
+int child_hot_fair(const std::string& url, const std::string& name, int threads, int millis) {
+  DatabaseDistributedLock client(Options::from_url(url));
+  client.get_fair_lock(name).lock();  // warm
+  client.get_fair_lock(name).unlock();
+  std::cout << "ready" << std::endl;
+  std::string line;
+  if (!std::getline(std::cin, line)) return 1;
+  std::atomic<bool> stop{false};
+  std::atomic<long> ops{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      Lock fair = client.get_fair_lock(name);
+      long mine = 0;
+      while (!stop) {
+        fair.lock();
+        fair.unlock();
+        ++mine;
+      }
+      ops += mine;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(millis));
+  stop = true;
+  for (auto& th : pool) th.join();
+  std::cout << "ops " << ops.load() << std::endl;
+  return 0;
+}
+
 int child_throughput(const std::string& url, const std::string& contender, int threads, int millis,
                      const std::string& prefix) {
   auto c = make_contender(contender, url);
@@ -1728,6 +1844,8 @@ int main(int argc, char** argv) {
     if (!args.empty() && args[0] == "--child-waiter" && args.size() == 4) return child_waiter(args[1], args[2], args[3]);
     if (!args.empty() && args[0] == "--child-hot-waiter" && args.size() == 4)
       return child_hot_waiter(args[1], args[2], std::stoi(args[3]));
+    if (!args.empty() && args[0] == "--child-hot-fair" && args.size() == 5)
+      return child_hot_fair(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]));
     if (!args.empty() && args[0] == "--child-throughput" && args.size() == 6)
       return child_throughput(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]), args[5]);
     std::string url, out_dir = "bench/results", only, cluster_url;
@@ -1745,7 +1863,7 @@ int main(int argc, char** argv) {
         cluster_url = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL]\n"
-                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairness, starvation, wakeup, background, "
+                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, fairness, starvation, wakeup, background, "
                      "memory, async, cluster (needs --cluster-url: a node of a Galera cluster)\n";
         return 2;
       }
@@ -1775,6 +1893,7 @@ int main(int argc, char** argv) {
     if (selected("handoff")) bench.handoff();
     if (selected("handoff")) bench.handoff_from_call();
     if (selected("hotlock")) bench.hot_lock();
+    if (selected("fairlock")) bench.fair_lock();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();
     if (selected("wakeup")) bench.wake_designs();

@@ -298,29 +298,41 @@ void Engine::unmark_intent(const NameKey& key, bool acquired) {
     marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
   }
   io_.post("clearing a waiting mark", [this, key](const IoThread::ConnectionSource& connection) {
-    if (!take_mark_to_clear(key)) return;  // the release was first
     CallBudget budget(options_.io_timeout);
-    clear_mark(key, connection());
+    clear_pending_mark(key, connection);
   });
 }
 
-bool Engine::take_mark_to_clear(NameKeyView key) {
+bool Engine::mark_pending(NameKeyView key) {
   if (marks_to_clear_count_.load(std::memory_order_relaxed) == 0) return false;  // the usual case: no lock
   std::lock_guard<std::mutex> guard(intents_mutex_);
-  const auto it = marks_to_clear_.find(key);
-  if (it == marks_to_clear_.end()) return false;
-  marks_to_clear_.erase(it);
-  marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
-  return true;
+  return marks_to_clear_.find(key) != marks_to_clear_.end();
+}
+
+void Engine::clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection) {
+  if (!mark_pending(key)) return;
+  {
+    // The key stays listed until its mark is gone, and this lock is held
+    // meanwhile: a release that finds it listed waits here for a clear in
+    // flight, or clears it itself (whichever comes first clears it).
+    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    if (!mark_pending(key)) return;
+    if (!has_intent(key)) kind(key.kind).unmark(*this, connection(), key.name);
+    std::lock_guard<std::mutex> guard(intents_mutex_);
+    marks_to_clear_.erase(NameKey(key));
+    marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
+  }
+  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
 }
 
 void Engine::clear_mark_before_release(NameKeyView key) {
-  if (!take_mark_to_clear(key)) return;
+  if (!mark_pending(key)) return;
   // Readers it held back must not find it when the release wakes them.
   try {
-    with_connection([&](Connection& c) {
-      clear_mark(NameKey(key), c);
-      return 0;
+    std::optional<PooledConnection> c;  // taken only if there is SQL to run
+    clear_pending_mark(key, [&]() -> Connection& {
+      if (!c) c.emplace(pooled_connection());
+      return **c;
     });
   } catch (const BackendError& e) {
     logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());

@@ -256,7 +256,10 @@ class Engine {
   void clear_mark(const NameKey& key, Connection& c);
   // Before a release of `key`: clears a mark still left by its acquire.
   void clear_mark_before_release(NameKeyView key);
-  bool take_mark_to_clear(NameKeyView key);
+  // Whether `key`'s mark waits to be cleared (marks_to_clear_).
+  bool mark_pending(NameKeyView key);
+  // Clears `key`'s pending mark, or waits for a clear of it in flight.
+  void clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection);
   Millis renew_period() const;
   void renew_tick(const IoThread::ConnectionSource& connection);
   void poll_tick(const IoThread::ConnectionSource& connection);

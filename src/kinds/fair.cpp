@@ -44,6 +44,9 @@ namespace dlock::details {
 namespace {
 
 constexpr const char* kPast = "'1970-01-02 00:00:00'";
+// How soon a waiter asks again while the head is free and another waiter
+// is first (its take, which rings nobody, is due at once).
+constexpr std::int64_t kFirstWaiterRetryUs = 2000;
 
 HoldKind::Traits fair_traits() {
   HoldKind::Traits t;
@@ -108,7 +111,12 @@ class FairKind final : public HoldKind {
              "h.watchdog = IF(" + when + ", e.watchdog, 0), " + pick("owner_id", "e.owner_id") + ", " +
              pick("hold_id", "e.hold_id") + ", " + pick("machine_id", "e.machine_id") + ", " +
              pick("holder_host", "e.holder_host") + ", " + pick("holder_pid", "e.holder_pid") + ", " +
-             pick("bell", "e.bell") + ", h.waiters = 0, " + pick("acquired_at", "NOW(6)") +
+             // Waiters elsewhere that marked the row wait on its bell: a
+             // grant that keeps the bell keeps their mark (its release
+             // rings them); a free row or a new bell has none. Assigned
+             // before the bell, which it compares.
+             "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", "e.bell") + ", " +
+             pick("acquired_at", "NOW(6)") +
              ", h.expire_time = IF(" + when + ", NOW(6) + INTERVAL e.lease_us MICROSECOND, h.acquired_at), "
              "e.intent_expire = " + kPast;
     };
@@ -174,8 +182,12 @@ class FairKind final : public HoldKind {
         return execute_update(ps);
       });
     };
+    // A grant rings the releasing session's bell (the waiter granted may
+    // be blocked on it elsewhere): without a ring, only the quiet release,
+    // unless the row records no bell at all (kAny).
+    const bool may_grant = ring || marks == HoldRows::Marks::kAny;
     // A name queued at its last release here most likely is again.
-    if (queued_at_release_.contains(row.name)) {
+    if (may_grant && queued_at_release_.contains(row.name)) {
       if (with_queue()) return true;
     }
     const bool quiet = e.rows().run_free(c, "releasing a fair lock", ring, [&] {
@@ -189,7 +201,7 @@ class FairKind final : public HoldKind {
       queued_at_release_.forget(row.name);
       return true;
     }
-    if (!with_queue()) return false;
+    if (!may_grant || !with_queue()) return false;
     queued_at_release_.add(row.name);
     return true;
   }
@@ -438,6 +450,22 @@ class FairKind final : public HoldKind {
       t.ttl_us = l.ttl_us;
       return t;
     }
+    if (!l.live && l.queued) {
+      if (take_first(e, r, entry)) {
+        granted(r, entry, t);
+        t.ttl_us = entry.lease_us;
+        return t;
+      }
+      // Another waiter is first: it holds the head by now, or is about to
+      // (its take does not ring): look again.
+      l = look();
+      if (l.live && l.hold_id == entry.hold_id) {
+        granted(r, entry, t);
+        t.fence = l.fence;
+        t.ttl_us = l.ttl_us;
+        return t;
+      }
+    }
     if (!l.queued) {
       // Passed over (its mark ran out while this client could not renew
       // it) or never written: queue again, at the back.
@@ -447,30 +475,40 @@ class FairKind final : public HoldKind {
       entry = join(e, r, holder);
     }
     if (!l.live) {
-      const bool first = e.run_reconciled(
-          name,
-          [&](Connection& c) {
-            return e.rows().run(c, "taking a fair lock as its first waiter", [&] {
-              auto& ps = c.prepared(take_first_sql_);
-              Binder(ps).text(name).text(name).u64(entry.slot).u64(entry.hold_id);
-              return execute_update(ps);
-            }) > 0;
-          },
-          [&](Connection& c) {
-            return e.rows().find(c, Kind::kFair, name, entry.hold_id) ? Engine::Verdict::kApplied
-                                                                      : Engine::Verdict::kNotApplied;
-          });
-      if (first) {
-        granted(r, entry, t);
-        t.ttl_us = entry.lease_us;
-        return t;
+      if (!l.queued) {
+        // Re-joined just now: the head is free; the first waiter takes it.
+        if (take_first(e, r, entry)) {
+          granted(r, entry, t);
+          t.ttl_us = entry.lease_us;
+          return t;
+        }
       }
-      // Another waiter is first: it takes the head within its poll.
-      t.refusal = Refusal{micros(e.options().poll_interval), false};
+      // Free, and another waiter is first: its take comes at once (or, if
+      // its process died, its entry is passed over within 3 polls). Ask
+      // again soon, since that take rings nobody.
+      t.refusal = Refusal{kFirstWaiterRetryUs, false};
       return t;
     }
     t.refusal = Refusal{l.ttl_us, !e.is_this_clients(l.hold_id)};
     return t;
+  }
+
+  // The head while it is free, if `entry` is the first live one.
+  bool take_first(Engine& e, const AcquireRequest& r, const Entry& entry) {
+    const std::string_view name = r.key.name;
+    return e.run_reconciled(
+        name,
+        [&](Connection& c) {
+          return e.rows().run(c, "taking a fair lock as its first waiter", [&] {
+            auto& ps = c.prepared(take_first_sql_);
+            Binder(ps).text(name).text(name).u64(entry.slot).u64(entry.hold_id);
+            return execute_update(ps);
+          }) > 0;
+        },
+        [&](Connection& c) {
+          return e.rows().find(c, Kind::kFair, name, entry.hold_id) ? Engine::Verdict::kApplied
+                                                                    : Engine::Verdict::kNotApplied;
+        });
   }
 
   void granted(const AcquireRequest& r, const Entry& entry, Taken& t) {

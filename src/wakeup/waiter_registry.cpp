@@ -13,6 +13,7 @@ WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, NameKey key
   entry_ = slot;
   std::lock_guard<std::mutex> entry_guard(entry_->mutex);
   ++entry_->subscribers;
+  seen_wake_alls_ = entry_->wake_alls;
 }
 
 WaiterRegistry::Subscription::~Subscription() { unsubscribe(); }
@@ -36,8 +37,14 @@ void WaiterRegistry::Subscription::unsubscribe() {
 
 bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(entry_->mutex);
-  if (!entry_->cv.wait_for(lock, timeout, [&] { return entry_->permits > 0; })) return false;
-  --entry_->permits;
+  if (!entry_->cv.wait_for(lock, timeout,
+                          [&] { return entry_->permits > 0 || entry_->wake_alls != seen_wake_alls_; }))
+    return false;
+  if (entry_->wake_alls != seen_wake_alls_) {
+    seen_wake_alls_ = entry_->wake_alls;
+  } else {
+    --entry_->permits;
+  }
   return true;
 }
 
@@ -144,11 +151,16 @@ WaiterRegistry::Subscription::Woken WaiterRegistry::Subscription::wait_claimable
 
 bool WaiterRegistry::Subscription::park(std::shared_ptr<Parked> waiter) {
   std::lock_guard<std::mutex> guard(entry_->mutex);
+  if (entry_->wake_alls != seen_wake_alls_) {
+    seen_wake_alls_ = entry_->wake_alls;
+    return false;
+  }
   if (entry_->permits > 0) {
     --entry_->permits;
     return false;
   }
   Parked& w = *waiter;
+  w.seen_wake_alls_ = &seen_wake_alls_;
   w.where_ = entry_->parked.insert(entry_->parked.end(), std::move(waiter));
   w.parked_ = true;
   return true;
@@ -230,10 +242,13 @@ void WaiterRegistry::wake_all(NameKeyView key) {
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
     continuations.swap(entry->parked);
-    for (auto& c : continuations) c->parked_ = false;
-    // Every subscriber that is not parked (blocked or about to look) gets
-    // a permit; the parked ones are woken directly.
-    entry->permits = entry->subscribers - continuations.size();
+    // Every subscriber that is not parked (blocked or about to look) sees
+    // the new count once; the parked ones are woken directly.
+    ++entry->wake_alls;
+    for (auto& c : continuations) {
+      c->parked_ = false;
+      if (c->seen_wake_alls_ != nullptr) *c->seen_wake_alls_ = entry->wake_alls;
+    }
   }
   for (auto& c : continuations) c->wake();
   entry->cv.notify_all();

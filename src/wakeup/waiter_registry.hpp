@@ -86,6 +86,7 @@ class WaiterRegistry {
     friend class WaiterRegistry;
     std::atomic<std::uint64_t> grant_{0};
     bool parked_ = false;  // guarded by the entry's mutex
+    std::uint64_t* seen_wake_alls_ = nullptr;  // its subscription's, while parked (the entry's mutex)
     std::list<std::shared_ptr<Parked>>::iterator where_;
   };
 
@@ -125,6 +126,9 @@ class WaiterRegistry {
     NameKey key_;
     std::shared_ptr<Entry> entry_;
     bool subscribed_ = true;
+    // The entry's wake_alls this subscriber has been woken for (the
+    // entry's mutex): each wake_all wakes each subscriber once.
+    std::uint64_t seen_wake_alls_ = 0;
   };
 
   // Wakes one waiter of `name`, if any.
@@ -178,7 +182,8 @@ class WaiterRegistry {
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t subscribers = 0;
-    std::size_t permits = 0;
+    std::size_t permits = 0;     // wake_one's, for whichever subscriber looks first
+    std::uint64_t wake_alls = 0;  // wake_all's, one for every subscriber
     std::list<std::shared_ptr<Parked>> parked;  // in the order they parked
   };
   std::shared_ptr<Entry> entry_of(NameKeyView key) const;
