@@ -34,6 +34,7 @@
 #include "base/printable.hpp"
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
+#include "kinds/fair_statements.hpp"
 #include "kinds/kinds.hpp"
 #include "kinds/reader_slots.hpp"
 #include "sql/bells.hpp"
@@ -43,7 +44,6 @@ namespace dlock::details {
 
 namespace {
 
-constexpr const char* kPast = "'1970-01-02 00:00:00'";
 // How soon a waiter asks again while the head is free and another waiter
 // is first (its take, which rings nobody, is due at once).
 constexpr std::int64_t kFirstWaiterRetryUs = 2000;
@@ -62,92 +62,7 @@ std::uint64_t entry_slot(std::uint64_t client_key, std::uint32_t index) { return
 
 class FairKind final : public HoldKind {
  public:
-  explicit FairKind(const HoldRows& rows) : HoldKind(fair_traits()) {
-    const std::string& q = rows.quoted();
-    const std::string head = " kind = 5 AND lock_name = ? AND slot = 0";
-    make_head_sql_ = "INSERT INTO " + q + " (kind, lock_name, slot) VALUES (5, ?, 0) ON DUPLICATE KEY UPDATE slot = slot";
-    // Free (or its own earlier run) and nobody queued.
-    take_sql_ = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") + " WHERE" + head +
-                " AND (expire_time <= NOW(6) OR hold_id = ?) AND intent_expire <= NOW(6)";
-    // The same while the head's queue mark is ahead but no entry is live:
-    // the mark is stale, and goes.
-    const std::string first_live = "(SELECT slot FROM " + q +
-                                   " WHERE kind = 5 AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6)"
-                                   " ORDER BY acquired_at, slot LIMIT 1)";
-    checked_take_sql_ = "UPDATE " + q + " h LEFT JOIN " + first_live + " w ON 1 = 1 SET " +
-                        fragments::take_assignments("h.", "h.fence + 1") + ", h.intent_expire = " + kPast +
-                        " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0 AND (h.expire_time <= NOW(6) OR"
-                        " h.hold_id = ?) AND w.slot IS NULL";
-    // Joining: the head's queue mark raised and the entry written, in one
-    // statement (a two-row upsert whose update keeps the head's hold
-    // columns). An entry joins anew at the back.
-    const auto keep_head = [](const std::string& column, const std::string& value) {
-      return column + " = IF(slot = 0, " + column + ", " + value + ")";
-    };
-    join_sql_ = "INSERT INTO " + q +
-                " (kind, lock_name, slot, hold_id, owner_id, machine_id, holder_host, holder_pid, watchdog, lease_us,"
-                " bell, acquired_at, intent_id, intent_expire) VALUES (5, ?, 0, 0, 0, '', '', 0, 0, 0, '', " +
-                kPast + ", 0, NOW(6) + INTERVAL ? MICROSECOND), (5, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(6), ?, NOW(6) +"
-                " INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE " +
-                keep_head("hold_id", "?") + ", " + keep_head("owner_id", "?") + ", " + keep_head("machine_id", "?") +
-                ", " + keep_head("holder_host", "?") + ", " + keep_head("holder_pid", "?") + ", " +
-                keep_head("watchdog", "?") + ", " + keep_head("lease_us", "?") + ", " + keep_head("bell", "?") + ", " +
-                keep_head("acquired_at", "NOW(6)") + ", " + keep_head("intent_id", "?") +
-                ", intent_expire = IF(slot = 0, GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND), NOW(6) +"
-                " INTERVAL ? MICROSECOND)";
-    // A queued waiter looks: the head (waiting for a release's commit) and
-    // whether its own entry is still queued.
-    look_sql_ = "SELECT " + fragments::live("h.") +
-                ", h.hold_id, h.fence, TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expire_time), IF(e.intent_expire >"
-                " NOW(6), 1, 0) FROM " + q + " h LEFT JOIN " + q +
-                " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = ? AND e.hold_id = ? WHERE h.kind = 5"
-                " AND h.lock_name = ? AND h.slot = 0 LOCK IN SHARE MODE";
-    // The hold goes to entry e: the head takes e's hold, e leaves the queue.
-    const auto grant = [](const std::string& when, const std::string& ring) {
-      const auto pick = [&](const std::string& column, const std::string& granted) {
-        return "h." + column + " = IF(" + when + ", " + granted + ", h." + column + ")";
-      };
-      return "h.state = IF(" + when + ", 1, 0)" + ring + ", " + pick("fence", "h.fence + 1") + ", " +
-             "h.watchdog = IF(" + when + ", e.watchdog, 0), " + pick("owner_id", "e.owner_id") + ", " +
-             pick("hold_id", "e.hold_id") + ", " + pick("machine_id", "e.machine_id") + ", " +
-             pick("holder_host", "e.holder_host") + ", " + pick("holder_pid", "e.holder_pid") + ", " +
-             // Waiters elsewhere that marked the row wait on its bell: a
-             // grant that keeps the bell keeps their mark (its release
-             // rings them); a free row or a new bell has none. Assigned
-             // before the bell, which it compares.
-             "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", "e.bell") + ", " +
-             pick("acquired_at", "NOW(6)") +
-             ", h.expire_time = IF(" + when + ", NOW(6) + INTERVAL e.lease_us MICROSECOND, h.acquired_at), "
-             "e.intent_expire = " + kPast;
-    };
-    const std::string queue = "UPDATE " + q + " h LEFT JOIN " + first_live + " f ON 1 = 1 LEFT JOIN " + q +
-                              " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
-    // The release with a queue: granted to the first live entry, else freed
-    // (and the stale queue mark cleared).
-    for (int ring = 0; ring < 2; ++ring) {
-      grant_sql_[ring] = queue + grant("e.slot IS NOT NULL", ring != 0 ? std::string(" + ") + kRingTerm : "") +
-                         ", h.intent_expire = IF(e.slot IS NULL, " + kPast + ", h.intent_expire) WHERE h.kind = 5"
-                         " AND h.lock_name = ? AND h.slot = 0 AND h.hold_id = ? AND " + fragments::live("h.");
-    }
-    // The first waiter takes a free head itself (it was freed, or its
-    // holder's lease ran out, with nobody granted).
-    take_first_sql_ = queue + grant("e.slot IS NOT NULL", "") + " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0"
-                      " AND h.expire_time <= NOW(6) AND e.slot = ? AND e.hold_id = ?";
-    quiet_free_sql_[0] = "UPDATE " + q + " SET " + fragments::free_assignments() + " WHERE" + head +
-                         " AND hold_id = ? AND " + fragments::live() + " AND intent_expire <= NOW(6)";
-    quiet_free_sql_[1] = "UPDATE " + q + " SET state = " + kRingTerm + ", " + fragments::free_assignments() +
-                         " WHERE" + head + " AND hold_id = ? AND " + fragments::live() + " AND intent_expire <= NOW(6)";
-    leave_sql_ = "UPDATE " + q + " SET intent_expire = " + kPast +
-                 " WHERE kind = 5 AND lock_name = ? AND slot = ? AND hold_id = ? AND intent_expire > NOW(6)";
-    renew_entries_sql_ = "UPDATE " + q +
-                         " SET intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE kind = 5 AND slot BETWEEN ? AND ?"
-                         " AND intent_id = ? AND intent_expire > NOW(6) AND lock_name IN (";
-    renew_heads_sql_ = "UPDATE " + q +
-                       " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE kind = 5"
-                       " AND slot = 0 AND lock_name IN (";
-    poll_sql_ = "SELECT lock_name, " + fragments::live() + ", hold_id FROM " + q +
-                " WHERE kind = 5 AND slot = 0 AND lock_name IN (";
-  }
+  explicit FairKind(const HoldRows& rows) : HoldKind(fair_traits()), sql_(rows) {}
 
   Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
     std::optional<Entry> entry = find(r);
@@ -174,7 +89,7 @@ class FairKind final : public HoldKind {
                                                                : "";
     const auto with_queue = [&] {
       return e.rows().run_free(c, "releasing a fair lock", ring, [&] {
-        auto& ps = c.prepared(grant_sql_[ring ? 1 : 0] + (marked[0] != '\0' ? " AND h." + std::string(marked + 5) : ""));
+        auto& ps = c.prepared(sql_.grant[ring ? 1 : 0] + (marked[0] != '\0' ? " AND h." + std::string(marked + 5) : ""));
         Binder b(ps);
         b.text(row.name);
         if (ring) bind_ring(b, c);
@@ -191,7 +106,7 @@ class FairKind final : public HoldKind {
       if (with_queue()) return true;
     }
     const bool quiet = e.rows().run_free(c, "releasing a fair lock", ring, [&] {
-      auto& ps = c.prepared(quiet_free_sql_[ring ? 1 : 0] + marked);
+      auto& ps = c.prepared(sql_.quiet_free[ring ? 1 : 0] + marked);
       Binder b(ps);
       if (ring) bind_ring(b, c);
       b.i64(0).text(row.name).u64(hold_id);
@@ -210,7 +125,7 @@ class FairKind final : public HoldKind {
     const auto waiting_ids = pending_hold_ids();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for fair locks", [&] {
-        auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
+        auto& ps = c.prepared(sql_.poll + placeholders(bucket) + ")");
         Binder b(ps);
         bind_texts(b, names, first, count, bucket);
         std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
@@ -336,7 +251,7 @@ class FairKind final : public HoldKind {
             const bool changed = e.rows().run(c, "taking a fair lock", [&] {
               auto& ps = c.prepared(sql);
               Binder b(ps);
-              if (&sql == &checked_take_sql_) b.text(name);
+              if (&sql == &sql_.checked_take) b.text(name);
               bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
               b.text(name).u64(holder.hold_id);
               return execute_update(ps);
@@ -353,17 +268,17 @@ class FairKind final : public HoldKind {
     if (!known_.contains(name)) {
       e.read([&](Connection& c) {
         return e.rows().run(c, "making a fair lock's row", [&] {
-          auto& ps = c.prepared(make_head_sql_);
+          auto& ps = c.prepared(sql_.make_head);
           Binder(ps).text(name);
           return execute_update(ps);
         });
       });
       known_.add(name);
     }
-    t.taken = attempt(take_sql_);
+    t.taken = attempt(sql_.take);
     // Refused: held, or the queue mark is ahead. A try (nobody to queue
     // behind it) asks whether anyone is queued at all.
-    if (!t.taken && r.single_attempt) t.taken = attempt(checked_take_sql_);
+    if (!t.taken && r.single_attempt) t.taken = attempt(sql_.checked_take);
     if (!t.taken) t.refusal = Refusal{0, false};
     return t;
   }
@@ -387,7 +302,7 @@ class FairKind final : public HoldKind {
         // outcome is simply repeated.
         const auto statement = [&](Connection& on) {
           return e.rows().run(on, "joining a fair lock's queue", [&] {
-            auto& ps = on.prepared(join_sql_);
+            auto& ps = on.prepared(sql_.join);
             Binder b(ps);
             b.text(r.key.name).i64(mark_us);
             b.text(r.key.name).u64(entry.slot).u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host);
@@ -429,7 +344,7 @@ class FairKind final : public HoldKind {
     const auto look = [&] {
       return e.read([&](Connection& c) {
         return e.rows().run(c, "looking at a fair lock", [&] {
-          auto& ps = c.prepared(look_sql_);
+          auto& ps = c.prepared(sql_.look);
           Binder(ps).u64(entry.slot).u64(entry.hold_id).text(name);
           std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
           Look l;
@@ -500,7 +415,7 @@ class FairKind final : public HoldKind {
         name,
         [&](Connection& c) {
           return e.rows().run(c, "taking a fair lock as its first waiter", [&] {
-            auto& ps = c.prepared(take_first_sql_);
+            auto& ps = c.prepared(sql_.take_first);
             Binder(ps).text(name).text(name).u64(entry.slot).u64(entry.hold_id);
             return execute_update(ps);
           }) > 0;
@@ -528,7 +443,7 @@ class FairKind final : public HoldKind {
     CallBudget budget(e.options().io_timeout);
     const bool left = e.read([&](Connection& c) {
       return e.rows().run(c, "leaving a fair lock's queue", [&] {
-        auto& ps = c.prepared(leave_sql_);
+        auto& ps = c.prepared(sql_.leave);
         Binder(ps).text(name).u64(entry.slot).u64(entry.hold_id);
         return execute_update(ps);
       }) > 0;
@@ -560,7 +475,7 @@ class FairKind final : public HoldKind {
       Connection& c = connection();
       for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
         e.rows().run(c, "renewing queue entries", [&] {
-          auto& ps = c.prepared(renew_entries_sql_ + placeholders(bucket) + ")");
+          auto& ps = c.prepared(sql_.renew_entries + placeholders(bucket) + ")");
           Binder b(ps);
           b.i64(mark_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
           b.u64(e.client_key());
@@ -568,7 +483,7 @@ class FairKind final : public HoldKind {
           return execute_update(ps);
         });
         e.rows().run(c, "renewing queue marks", [&] {
-          auto& ps = c.prepared(renew_heads_sql_ + placeholders(bucket) + ")");
+          auto& ps = c.prepared(sql_.renew_heads + placeholders(bucket) + ")");
           Binder b(ps);
           b.i64(mark_us);
           bind_texts(b, names, first, count, bucket);
@@ -595,18 +510,7 @@ class FairKind final : public HoldKind {
   ReaderSlots slots_;
   KnownRows known_;
   KnownRows queued_at_release_;
-  std::string make_head_sql_;
-  std::string take_sql_;
-  std::string checked_take_sql_;
-  std::string join_sql_;
-  std::string look_sql_;
-  std::string grant_sql_[2];
-  std::string take_first_sql_;
-  std::string quiet_free_sql_[2];
-  std::string leave_sql_;
-  std::string renew_entries_sql_;
-  std::string renew_heads_sql_;
-  std::string poll_sql_;
+  const FairStatements sql_;
 };
 
 }  // namespace

@@ -1,0 +1,33 @@
+// The statements of the fair lock (kinds/fair.cpp), over the one lock
+// table: the head (5, name, 0) holds the hold, the entries (5, name,
+// slot > 0) are the queue. Bound by the kind next to where it runs them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sql/hold_rows.hpp"
+
+namespace dlock::details {
+
+// A date long past: a moved-away lease or mark.
+inline constexpr const char* kFairPast = "'1970-01-02 00:00:00'";
+
+struct FairStatements {
+  explicit FairStatements(const HoldRows& rows);
+
+  std::string make_head;      // the head row on a name's first use here: name
+  std::string take;           // free, nobody queued: bind_hold, name, hold id
+  std::string checked_take;   // free, the queue mark stale: name, bind_hold, name, hold id
+  std::string join;           // the head's mark raised and the entry written (see FairKind::join)
+  std::string look;           // a queued waiter's locking read: entry slot, its hold id, name
+  std::string grant[2];       // the release with a queue ([1]: ringing): name, [ring], name, hold id
+  std::string take_first;     // the first live entry takes a free head: name, name, slot, hold id
+  std::string quiet_free[2];  // the release with nobody queued ([1]: ringing): [ring], 0, name, hold id
+  std::string leave;          // an entry leaves the queue: name, slot, hold id
+  std::string renew_entries;  // this client's live entries of some names: mark, slots, client key, names...
+  std::string renew_heads;    // their heads' marks: mark, names...
+  std::string poll;           // the heads of some names: names...
+};
+
+}  // namespace dlock::details
