@@ -84,40 +84,48 @@ class FairKind final : public HoldKind {
     // Kept taken after the release (unlock_at_least): nobody is granted
     // before that time; the waiters take it when it has passed.
     if (at_least_us > 0) return e.rows().free(c, row, hold_id, at_least_us, marks, ring);
-    const char* marked = marks == HoldRows::Marks::kMarked     ? " AND waiters = 1"
-                         : marks == HoldRows::Marks::kUnmarked ? " AND waiters = 0"
-                                                               : "";
+    // The release with a queue: granted to the first live entry (or freed
+    // if none is live). It rings whenever the engine offers a ring: the
+    // waiter granted may be blocked on this bell elsewhere, marked or not.
+    std::int64_t rows_changed = 0;  // 2: granted (the head and the entry); 1: freed, nobody queued
     const auto with_queue = [&] {
       return e.rows().run_free(c, "releasing a fair lock", ring, [&] {
-        auto& ps = c.prepared(sql_.grant[ring ? 1 : 0] + (marked[0] != '\0' ? " AND h." + std::string(marked + 5) : ""));
+        auto& ps = c.prepared(sql_.grant[ring ? 1 : 0]);
         Binder b(ps);
         b.text(row.name);
         if (ring) bind_ring(b, c);
         b.text(row.name).u64(hold_id);
+        rows_changed = execute_update(ps);
+        return rows_changed;
+      });
+    };
+    const auto quiet = [&](const char* marked) {
+      return e.rows().run_free(c, "releasing a fair lock", ring, [&] {
+        auto& ps = c.prepared(sql_.quiet_free[ring ? 1 : 0] + marked);
+        Binder b(ps);
+        if (ring) bind_ring(b, c);
+        b.i64(0).text(row.name).u64(hold_id);
         return execute_update(ps);
       });
     };
-    // A grant rings the releasing session's bell (the waiter granted may
-    // be blocked on it elsewhere): without a ring, only the quiet release,
-    // unless the row records no bell at all (kAny).
-    const bool may_grant = ring || marks == HoldRows::Marks::kAny;
     // A name queued at its last release here most likely is again.
-    if (may_grant && queued_at_release_.contains(row.name)) {
-      if (with_queue()) return true;
+    const bool expect_queue = queued_at_release_.contains(row.name);
+    if (!ring && marks != HoldRows::Marks::kAny) {
+      // The engine's quiet first try: only while nobody queues; a grant
+      // comes back with a ring (or, with the bell's session busy, as kAny
+      // with the ring to follow).
+      if (expect_queue) return false;
+      if (quiet(marks == HoldRows::Marks::kMarked ? " AND waiters = 1" : " AND waiters = 0")) return true;
+      queued_at_release_.add(row.name);  // most likely refused by the queue mark
+      return false;
     }
-    const bool quiet = e.rows().run_free(c, "releasing a fair lock", ring, [&] {
-      auto& ps = c.prepared(sql_.quiet_free[ring ? 1 : 0] + marked);
-      Binder b(ps);
-      if (ring) bind_ring(b, c);
-      b.i64(0).text(row.name).u64(hold_id);
-      return execute_update(ps);
-    });
-    if (quiet) {
+    if (!expect_queue && quiet("")) return true;
+    if (!with_queue()) return false;
+    if (rows_changed >= 2) {
+      queued_at_release_.add(row.name);
+    } else {
       queued_at_release_.forget(row.name);
-      return true;
     }
-    if (!may_grant || !with_queue()) return false;
-    queued_at_release_.add(row.name);
     return true;
   }
 
