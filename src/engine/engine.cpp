@@ -135,8 +135,11 @@ Engine::~Engine() {
   // Pending asynchronous waits end with Cancelled; running statements
   // finish; then the workers stop.
   async_.shutdown();
-  bells_.reset();
+  // The watcher stops while the io thread runs (it sends the KILLs that end
+  // its waits), and is destroyed after it (the poller asks it questions).
+  if (bells_) bells_->stop();
   io_.stop();
+  bells_.reset();
   release_all_at_shutdown();
   // The move hook uses members destroyed before settings_ (waiters_).
   if (settings_.servers) settings_.servers->on_move(nullptr);

@@ -305,8 +305,8 @@ class Engine {
   NameKeyMap<bool> marks_to_clear_;
   std::atomic<std::size_t> marks_to_clear_count_{0};
   bool renew_around_locked_rows_ = false;  // io thread only: see renew_tick
-  IoThread io_;  // destroyed (stopped) after the watcher, before the rest
-  std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; reset first in the destructor
+  IoThread io_;  // stopped in the destructor once the watcher has stopped
+  std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; stopped first in the destructor, destroyed after io_ stops
   AsyncOperations async_;               // shut down first in the destructor
 };
 

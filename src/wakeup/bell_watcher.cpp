@@ -27,7 +27,9 @@ BellWatcher::BellWatcher(ConnectionSettings settings, const HoldRows& rows, std:
   for (std::size_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<Slot>());
 }
 
-BellWatcher::~BellWatcher() {
+BellWatcher::~BellWatcher() { stop(); }
+
+void BellWatcher::stop() {
   std::unique_lock<std::mutex> lock(mutex_);
   stopping_ = true;
   work_.notify_all();

@@ -78,8 +78,12 @@ class BellWatcher {
   BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::size_t slots,
               int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
               std::chrono::milliseconds close_idle_after = kCloseIdleAfter);
-  // Interrupts every waiting session and joins the threads.
+  // Interrupts every waiting session and joins the threads (stop()).
   ~BellWatcher();
+  // The same, ahead of destruction: afterwards arm() does nothing and the
+  // queries (watching()) still answer. Needs the interrupt hook's runner
+  // (the client's io thread) alive. Idempotent.
+  void stop();
   BellWatcher(const BellWatcher&) = delete;
   BellWatcher& operator=(const BellWatcher&) = delete;
 

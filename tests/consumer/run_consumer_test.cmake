@@ -28,7 +28,12 @@ set(url "$ENV{DLOCK_TEST_URL}")
 if(url STREQUAL "")
   set(url "mysql://dlock:dlock-test@127.0.0.1:33306/dlock_test")
 endif()
-execute_process(COMMAND "${WORK_DIR}/build/consumer" "${url}?table=t_package_consumer"
+# A table of this run's own: one left by an older version's run would be
+# refused (the client checks the schema version).
+string(TIMESTAMP stamp "%s")
+string(RANDOM LENGTH 6 ALPHABET "abcdefghijklmnopqrstuvwxyz" salt)
+set(table "t_consumer_${stamp}_${salt}")
+execute_process(COMMAND "${WORK_DIR}/build/consumer" "${url}?table=${table}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "consumer (CMake) said: ${out}")
 if(rc OR NOT out MATCHES "locked with fence [1-9]")
@@ -50,7 +55,7 @@ execute_process(COMMAND ${CXX_COMPILER} -std=c++20 ${sanitize_flags} "${SOURCE_D
 if(rc)
   message(FATAL_ERROR "building the consumer with pkg-config's flags failed: ${err}")
 endif()
-execute_process(COMMAND "${WORK_DIR}/consumer_pc" "${url}?table=t_package_consumer"
+execute_process(COMMAND "${WORK_DIR}/consumer_pc" "${url}?table=${table}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "consumer (pkg-config) said: ${out}")
 if(rc OR NOT out MATCHES "locked with fence [1-9]")
