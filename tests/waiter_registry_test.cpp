@@ -41,6 +41,27 @@ TEST(WaiterRegistry, WakeGoesToAParkedContinuationAndRemovesIt) {
   EXPECT_FALSE(sub.park(c)) << "the second wake was kept as a permit";
 }
 
+TEST(WaiterRegistry, WakeAllWakesEachSubscriberOnceHoweverFastOneLooksAgain) {
+  // Two subscribers not parked when wake_all comes (about to look): the
+  // first to look must not use up the other's wake by looking twice.
+  WaiterRegistry registry;
+  WaiterRegistry::Subscription fast(registry, K("n"));
+  WaiterRegistry::Subscription slow(registry, K("n"));
+  registry.wake_all(K("n"));
+  EXPECT_TRUE(fast.wait_for(0us)) << "woken";
+  EXPECT_FALSE(fast.wait_for(1ms)) << "woken twice by one wake_all";
+  EXPECT_TRUE(slow.wait_for(0us)) << "the other subscriber's wake was used up";
+  // A parked one is woken directly, and its next park does not count the
+  // same wake_all again.
+  auto c = std::make_shared<Counter>();
+  ASSERT_TRUE(slow.park(c));
+  registry.wake_all(K("n"));
+  EXPECT_EQ(c->wakes, 1);
+  EXPECT_TRUE(slow.park(c)) << "parked again: that wake_all was delivered already";
+  EXPECT_TRUE(slow.unpark(*c));
+  EXPECT_TRUE(fast.wait_for(0us));
+}
+
 TEST(WaiterRegistry, UnparkWinsOverALaterWake) {
   WaiterRegistry registry;
   WaiterRegistry::Subscription sub(registry, K("n"));
