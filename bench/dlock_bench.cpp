@@ -184,6 +184,19 @@ std::string num(double v, int digits = 3) {
   return buf;
 }
 
+// Lock+unlock cycles of fair lock `name` until `stop` (the hot fair lock,
+// in this process and in its child).
+long loop_fair(DatabaseDistributedLock& client, const std::string& name, const std::atomic<bool>& stop) {
+  Lock fair = client.get_fair_lock(name);
+  long cycles = 0;
+  while (!stop) {
+    fair.lock();
+    fair.unlock();
+    ++cycles;
+  }
+  return cycles;
+}
+
 // ------------------------------------------------------------------ scenarios
 
 // Every table of the benchmark's (named bench...) is made afresh by each run:
@@ -748,15 +761,8 @@ struct Bench {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads_here; ++t) {
       pool.emplace_back([&] {
-        Lock fair = client.get_fair_lock("hot-fair");
         while (!go) std::this_thread::yield();
-        long mine = 0;
-        while (!stop) {
-          fair.lock();
-          fair.unlock();
-          ++mine;
-        }
-        ops += mine;
+        ops += loop_fair(client, "hot-fair", stop);
       });
     }
     child.write("go\n");
@@ -1786,16 +1792,7 @@ int child_hot_fair(const std::string& url, const std::string& name, int threads,
   std::atomic<long> ops{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      Lock fair = client.get_fair_lock(name);
-      long mine = 0;
-      while (!stop) {
-        fair.lock();
-        fair.unlock();
-        ++mine;
-      }
-      ops += mine;
-    });
+    pool.emplace_back([&] { ops += loop_fair(client, name, stop); });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(millis));
   stop = true;
