@@ -182,6 +182,36 @@ TEST(FairLock, AWaiterThatTimesOutLeavesTheQueueAndDelaysNobody) {
   stayer.join();
 }
 
+TEST(FairLock, AWatchdogHoldGrantedFromTheQueueKeepsItsLeasePastOneMark) {
+  // A watchdog waiter is granted for one mark's lease (1 s here); its
+  // client's poller must renew it to the whole watchdog lease.
+  Options o = fresh_options();
+  o.poll_interval = 300ms;
+  o.watchdog_timeout = 30s;
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  Lock held = a.get_fair_lock("mark");
+  held.lock();
+  std::atomic<bool> got{false};
+  std::atomic<bool> done{false};
+  std::atomic<bool> still_held{false};
+  std::thread waiter([&] {
+    Lock mine = b.get_fair_lock("mark");
+    mine.lock();
+    got = true;
+    std::this_thread::sleep_for(2500ms);
+    still_held = mine.is_held_by_current_thread();
+    mine.unlock();
+    done = true;
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, "mark") == 1; }, 10s));
+  held.unlock();
+  ASSERT_TRUE(wait_until([&] { return got.load(); }, 10s));
+  ASSERT_TRUE(wait_until([&] { return done.load(); }, 15s));
+  waiter.join();
+  EXPECT_TRUE(still_held.load()) << "the granted hold ran out after one mark's lease";
+}
+
 TEST(FairLock, AsynchronousWaitersQueueAndACancelledOneLeavesTheQueue) {
   const Options o = slow_poll_options();
   DatabaseDistributedLock a(o);
