@@ -49,7 +49,7 @@ void print_table(const std::vector<details::HoldRow>& rows) {
     cells.push_back({readable_name(row.key.name), readable_name(row.machine) + "/" + std::to_string(row.owner),
                      readable_name(row.host), std::to_string(row.pid),
                      row.held_for_us ? format_duration(ms(row.held_for_us)) : "-", format_duration(ms(row.ttl_us)),
-                     row.watchdog ? "watchdog" : "fixed", std::to_string(row.state), std::to_string(row.fence)});
+                     row.state == 0 ? "kept" : row.watchdog ? "watchdog" : "fixed", std::to_string(row.state), std::to_string(row.fence)});
   }
   print_cells(cells);
 }

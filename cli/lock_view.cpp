@@ -116,6 +116,13 @@ std::string row_json(const details::HoldRow& row) {
 
 std::string holder_summary(const details::HoldRow& row) {
   if (!row.live) return "nobody";
+  if (row.state == 0) {
+    // Released with unlock_at_least (dlock run --at-least): taken by no one.
+    return "nobody: it is kept taken (--at-least) after a run by " + readable_name(row.machine) + " (host " +
+           readable_name(row.host) + ", pid " + std::to_string(row.pid) + ") that began " +
+           format_duration(Millis(ms_of(row.held_for_us))) + " ago; free in " +
+           format_duration(Millis(ms_of(row.ttl_us)));
+  }
   std::string s = readable_name(row.machine) + " (host " + readable_name(row.host) + ", pid " +
                   std::to_string(row.pid) + ", owner " + std::to_string(row.owner) + ")";
   if (row.held_for_us) s += ", held for " + format_duration(Millis(ms_of(row.held_for_us)));

@@ -127,6 +127,12 @@ int main(int argc, char** argv) {
   bool run_fair = false;
   auto* fair_opt = run_cmd->add_flag("--fair", run_fair,
                                      "hold fair lock NAME instead of lock NAME (waiters are granted in arrival order)");
+  std::string at_least_text;
+  run_cmd
+      ->add_option("--at-least", at_least_text,
+                   "once the command has run, keep NAME taken until this long after it was acquired (by the "
+                   "database's clock), so a job cron starts on several hosts runs once per slot; not with --permits")
+      ->excludes(permits_opt);
   shared_opt->excludes(exclusive_opt)->excludes(permits_opt)->excludes(fair_opt);
   exclusive_opt->excludes(permits_opt)->excludes(fair_opt);
   fair_opt->excludes(permits_opt);
@@ -145,7 +151,10 @@ int main(int argc, char** argv) {
       "with --shared: the read hold's token)\n"
       "and runs in a process group of its own; SIGINT, SIGTERM and SIGHUP sent\n"
       "to dlock are forwarded to that group. Exit 126/127: the command is not executable /\n"
-      "not found.");
+      "not found.\n"
+      "Cron on several hosts: `dlock run -n --at-least 50s NAME job` (started every minute\n"
+      "on each host) runs the job once per minute, however fast it ends and however the\n"
+      "hosts' clocks differ by less than 10s.");
 
   bool json = false;
   std::vector<std::string> status_names;
@@ -219,6 +228,10 @@ int main(int argc, char** argv) {
       if (no_wait) run.wait = Millis::zero();
       if (!wait_text.empty()) run.wait = parse_duration(wait_text, true);
       if (!lease_text.empty()) run.lease = parse_duration(lease_text);
+      if (!at_least_text.empty()) {
+        run.at_least = parse_duration(at_least_text, true);
+        details::validate_held_for(run.at_least);
+      }
       run.kill_after = parse_duration(kill_after_text, true);
       run.check_interval = parse_duration(check_text);
       return run_command(options, run);

@@ -371,11 +371,13 @@ class Held {
     if (!semaphore_) return lock_.is_held_by_current_thread();
     return permit_.held() && engine_.confirmed_hold(key(), owner_).has_value();
   }
-  void release() {
+  // With `at_least` (the command has run): kept taken that long after the
+  // grant.
+  void release(Millis at_least = Millis::zero()) {
     if (semaphore_) {
       permit_.release();  // never throws
     } else {
-      lock_.unlock();  // never throws for database trouble
+      lock_.unlock_at_least(at_least);  // never throws for database trouble
     }
   }
   const char* what() const {
@@ -509,7 +511,7 @@ int run_command(Options options, const RunArgs& args) {
   ::close(child.lifeline_fd);
   if (launch.take_terminal) take_terminal();  // dlock's group again
   const int status = command_status(child, keeper_status);
-  held.release();  // never throws for database trouble
+  held.release(args.at_least);  // never throws for database trouble
   return lost_why != nullptr ? kExitLockLost : exit_code_of(status);
 }
 

@@ -23,6 +23,10 @@ struct RunArgs {
   std::optional<Millis> wait;
   // nullopt: watchdog mode.
   std::optional<Millis> lease;
+  // --at-least: when the command has run, the name stays taken until this
+  // long after the grant (Lock::unlock_at_least), so a job started by cron
+  // on several hosts runs once per slot. Zero: released at once.
+  Millis at_least{0};
   int conflict_exit_code = 1;
   Millis kill_after{10'000};
   // How often the hold is confirmed in the database while the command runs,

@@ -60,7 +60,7 @@ std::vector<std::vector<std::string>> rw_cells(const std::vector<RwView>& views)
     cells.push_back({readable_name(name), side, readable_name(h.machine) + "/" + std::to_string(h.owner),
                      readable_name(h.host), std::to_string(h.pid),
                      h.held_for_us ? format_duration(ms_of(h.held_for_us)) : "-", format_duration(ms_of(h.ttl_us)),
-                     h.watchdog ? "watchdog" : "fixed", std::to_string(h.state), std::to_string(h.fence)});
+                     h.state == 0 ? "kept" : h.watchdog ? "watchdog" : "fixed", std::to_string(h.state), std::to_string(h.fence)});
   };
   for (const auto& v : views) {
     if (v.writer.live) row(v.name, "write", v.writer);

@@ -53,6 +53,30 @@ TEST_F(Cli, NoWaitOnAHeldNameExitsWithTheConflictCodeWithoutRunning) {
   holder.unlock("busy");
 }
 
+TEST_F(Cli, AtLeastRunsAJobStartedOnSeveralHostsOncePerSlot) {
+  // Cron on three hosts, the first a little early: one run per slot.
+  const std::string log = file("log");
+  const std::vector<std::string> job{"run", "-n", "--at-least", "3s", "nightly", "--", "sh", "-c",
+                                     "echo ran >> '" + log + "'"};
+  const auto start = Clock::now();
+  for (int host = 0; host < 3; ++host) {
+    auto [out, code] = run(args(job));
+    EXPECT_EQ(code, host == 0 ? 0 : 1) << "host " << host << ": " << out;
+  }
+  EXPECT_EQ(slurp(log), "ran\n") << "the job ran twice in its slot";
+  DatabaseDistributedLock client(options_);
+  EXPECT_TRUE(client.is_locked("nightly")) << "the name was freed when the job ended";
+  // The next slot: it runs again once the first run's three seconds are over.
+  auto [out, code] = run(args({"run", "--wait", "20s", "nightly", "--", "sh", "-c", "echo ran >> '" + log + "'"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_GE(Clock::now() - start, 2990ms) << "the next slot's run came inside the kept window";
+  EXPECT_EQ(slurp(log), "ran\nran\n");
+  // Bad values are usage errors, before the job runs.
+  EXPECT_EQ(run(args({"run", "--at-least", "-1s", "nightly", "--", "true"})).second, 2);
+  EXPECT_EQ(run(args({"run", "--at-least", "400d", "nightly", "--", "true"})).second, 2);
+  EXPECT_EQ(run(args({"run", "--at-least", "1s", "--permits", "2", "nightly", "--", "true"})).second, 2);
+}
+
 TEST_F(Cli, WaitGivesUpAfterAboutTheGivenTime) {
   DatabaseDistributedLock holder(options_);
   holder.lock("busy");

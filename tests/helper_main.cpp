@@ -26,6 +26,12 @@
 //   dlock_test_helper URL read-many PREFIX COUNT
 //       Read-locks COUNT read-write locks PREFIX0, PREFIX1, ... at once
 //       (watchdog mode), prints "acquired", then sleeps until killed.
+//   dlock_test_helper URL multi-rmw PREFIX COUNT ROUNDS fwd|rev COUNTER_TABLE
+//       ROUNDS times: take PREFIX0 .. PREFIX<COUNT-1> together with one
+//       MultiLock (listed in that order, or reversed), check in the lock
+//       table that all COUNT rows are held by this process, do a non-atomic
+//       read-modify-write of the counter row, unlock. Prints "done", or
+//       "timeout ROUND" / "partial ROUND HELD" and exits 1.
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
@@ -37,12 +43,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sql/connection.hpp"
 
@@ -133,6 +141,48 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::microseconds(300));
         write.setInt64(1, value + 1);
         write.executeUpdate();
+      }
+      std::cout << "done" << std::endl;
+      return 0;
+    }
+    if (command == "multi-rmw" && argc == 8) {
+      const std::string prefix = name;
+      const int count = std::stoi(argv[4]);
+      const int rounds = std::stoi(argv[5]);
+      const bool reversed = std::string(argv[6]) == "rev";
+      const std::string counter = argv[7];
+      std::vector<std::string> names;
+      for (int i = 0; i < count; ++i) names.push_back(prefix + std::to_string(i));
+      if (reversed) std::reverse(names.begin(), names.end());
+      const dlock::Options options = dlock::Options::from_url(url);
+      auto c = dlock::details::Connection::open(dlock::details::ConnectionSettings::from(options));
+      auto& read = c->prepared("SELECT value FROM `" + counter + "` WHERE id = 1");
+      auto& write = c->prepared("UPDATE `" + counter + "` SET value = ? WHERE id = 1");
+      auto& held = c->prepared("SELECT COUNT(*) FROM `" + options.table +
+                               "` WHERE kind = 1 AND slot = 0 AND lock_name LIKE CONCAT(?, '%') AND state > 0 AND"
+                               " expire_time > NOW(6) AND holder_pid = ?");
+      held.setString(1, prefix);
+      held.setUInt64(2, static_cast<std::uint64_t>(::getpid()));
+      dlock::MultiLock set = client.get_multi_lock(names);
+      for (int i = 0; i < rounds; ++i) {
+        if (!set.try_lock_for(std::chrono::seconds(30))) {
+          std::cout << "timeout " << i << std::endl;
+          return 1;
+        }
+        std::unique_ptr<sql::ResultSet> h(held.executeQuery());
+        h->next();
+        if (h->getInt(1) != count) {
+          std::cout << "partial " << i << " " << h->getInt(1) << std::endl;
+          return 1;
+        }
+        h.reset();
+        std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+        rs->next();
+        const auto value = rs->getInt64(1);
+        rs.reset();
+        write.setInt64(1, value + 1);
+        write.executeUpdate();
+        set.unlock();
       }
       std::cout << "done" << std::endl;
       return 0;

@@ -4,6 +4,7 @@
 // next use), so a client reading ever new names does not grow for ever.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "kinds/reader_slots.hpp"
@@ -24,6 +25,22 @@ TEST(ReaderSlots, TheLowestFreeSlotIsReusedAndKeepsItsRow) {
   EXPECT_EQ(again.index, 0u);
   EXPECT_TRUE(again.known) << "a released slot's row is reused";
   EXPECT_EQ(slots.in_use(), 2u);
+}
+
+TEST(ReaderSlots, ASlotKeptBusyIsNotReusedUntilItsTimeIsOver) {
+  ReaderSlots slots(1);
+  EXPECT_EQ(slots.allocate("n").index, 0u);
+  slots.release("n", 0, std::chrono::hours(1));  // kept taken (unlock_at_least)
+  EXPECT_EQ(slots.allocate("n").index, 1u) << "a kept slot was handed out again";
+  slots.release("n", 1);
+  EXPECT_EQ(slots.in_use(), 0u);
+  // Past its capacity the name is not dropped while a slot is kept.
+  EXPECT_EQ(slots.allocate("m").index, 0u);
+  slots.release("m", 0);
+  EXPECT_EQ(slots.names(), 1u);
+  slots.release("n", 0, std::chrono::hours(1));
+  EXPECT_EQ(slots.names(), 1u) << "the name was dropped with a slot still kept";
+  EXPECT_EQ(slots.allocate("n").index, 1u) << "slot 1, released plainly, is free again";
 }
 
 TEST(ReaderSlots, PastItsCapacityANameWithNoSlotInUseIsDropped) {

@@ -62,6 +62,39 @@ TEST(WaiterRegistry, WakeAllWakesEachSubscriberOnceHoweverFastOneLooksAgain) {
   EXPECT_TRUE(fast.wait_for(0us));
 }
 
+struct Heard final : WaiterRegistry::Watcher {
+  std::atomic<int> times{0};
+  void woken() override { ++times; }
+};
+
+TEST(WaiterRegistry, AWatcherHearsEveryWakeAndTakesNoneFromTheWaiters) {
+  WaiterRegistry registry;
+  auto heard = std::make_shared<Heard>();
+  {
+    WaiterRegistry::Watch watch(registry, K("n"), heard);
+    EXPECT_TRUE(registry.has(K("n"))) << "a watched name is not polled";
+    EXPECT_EQ(registry.names().size(), 1u);
+    WaiterRegistry::Subscription sub(registry, K("n"));
+    auto c = std::make_shared<Counter>();
+    ASSERT_TRUE(sub.park(c));
+    registry.wake_one(K("n"));
+    EXPECT_EQ(heard->times, 1);
+    EXPECT_EQ(c->wakes, 1) << "the watcher took the wake from the parked waiter";
+    registry.wake_one(K("n"));  // nobody parked: kept as the subscriber's permit
+    EXPECT_EQ(heard->times, 2);
+    EXPECT_FALSE(sub.park(c)) << "the permit went to the watcher";
+    registry.wake_all(K("n"));
+    EXPECT_EQ(heard->times, 3);
+    EXPECT_EQ(registry.claim(K("n")), nullptr) << "a watcher was claimed for a handoff";
+    registry.wake_one(K("other"));
+    EXPECT_EQ(heard->times, 3) << "heard a wake of another name";
+  }
+  EXPECT_FALSE(registry.has(K("n"))) << "the entry outlived its last watch";
+  EXPECT_TRUE(registry.empty());
+  registry.wake_one(K("n"));
+  EXPECT_EQ(heard->times, 3);
+}
+
 TEST(WaiterRegistry, UnparkWinsOverALaterWake) {
   WaiterRegistry registry;
   WaiterRegistry::Subscription sub(registry, K("n"));

@@ -94,6 +94,7 @@
 #include "dlock/distributed_lock.hpp"
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/semaphore.hpp"
 
 namespace dlock {
@@ -138,6 +139,10 @@ DLOCK_API void start_async_lock(const Lock& lock, std::optional<Millis> lease, s
                                 std::unique_ptr<AsyncCompletion> completion,
                                 std::shared_ptr<CancellationState> cancel);
 DLOCK_API void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion);
+DLOCK_API void start_async_lock(const MultiLock& set, std::optional<Millis> lease, std::optional<Millis> wait,
+                                std::unique_ptr<AsyncCompletion> completion,
+                                std::shared_ptr<CancellationState> cancel);
+DLOCK_API void start_async_unlock(const MultiLock& set, std::unique_ptr<AsyncCompletion> completion);
 DLOCK_API void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
                                    std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion,
                                    std::shared_ptr<CancellationState> cancel);
@@ -271,10 +276,11 @@ std::shared_ptr<CancellationState> connect_cancellation(const Handler& handler) 
 #endif
 }
 
+// `Lockable`: a Lock or a MultiLock.
 template <Result R>
 struct LockInitiation {
-  template <class Handler>
-  void operator()(Handler&& handler, const Lock* lock, std::optional<Millis> lease,
+  template <class Handler, class Lockable>
+  void operator()(Handler&& handler, const Lockable* lock, std::optional<Millis> lease,
                   std::optional<Millis> wait) const {
     auto cancel = connect_cancellation(handler);
     start_async_lock(*lock, lease, wait, wrap_handler<R>(std::move(handler)), std::move(cancel));
@@ -292,8 +298,8 @@ struct AcquireInitiation {
 };
 
 struct UnlockInitiation {
-  template <class Handler>
-  void operator()(Handler&& handler, const Lock* lock) const {
+  template <class Handler, class Lockable>
+  void operator()(Handler&& handler, const Lockable* lock) const {
     start_async_unlock(*lock, wrap_handler<Result::kNone>(std::move(handler)));
   }
 };
@@ -342,6 +348,36 @@ template <class Token>
 auto async_try_lock(const Lock& lock, Millis wait, Millis lease, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
       asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &lock, std::optional<Millis>(lease), std::optional<Millis>(wait));
+}
+
+// The same four operations on a MultiLock (its names all together, all or
+// nothing, like MultiLock::lock(), try_lock(wait, lease), unlock()), with
+// the same handlers, executors, cancellation and errors. A MultiLock bound
+// to an owner (get_multi_lock(names, owner)) acts for it; cancel(owner)
+// ends its pending waits.
+template <class Token>
+auto async_lock(const MultiLock& set, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
+      asio_impl::LockInitiation<asio_impl::Result::kNone>{}, token, &set, std::optional<Millis>(), std::optional<Millis>());
+}
+template <class Token>
+auto async_lock(const MultiLock& set, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
+      asio_impl::LockInitiation<asio_impl::Result::kNone>{}, token, &set, std::optional<Millis>(lease), std::optional<Millis>());
+}
+template <class Token>
+auto async_unlock(const MultiLock& set, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(asio_impl::UnlockInitiation{}, token, &set);
+}
+template <class Token>
+auto async_try_lock(const MultiLock& set, Millis wait, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
+      asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &set, std::optional<Millis>(), std::optional<Millis>(wait));
+}
+template <class Token>
+auto async_try_lock(const MultiLock& set, Millis wait, Millis lease, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
+      asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &set, std::optional<Millis>(lease), std::optional<Millis>(wait));
 }
 
 // Acquires a permit of `semaphore`, waiting as long as it takes, with a

@@ -59,10 +59,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/errors.hpp"
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
 #include "dlock/read_write_lock.hpp"
@@ -179,6 +181,14 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] Lock get_fair_lock(std::string name);
   // The same, acting for `owner` from any thread.
   [[nodiscard]] Lock get_fair_lock(std::string name, Owner owner);
+  // A copyable handle on plain lock names `names` held together, all or
+  // nothing (see <dlock/multi_lock.hpp>), acting for whichever thread
+  // calls it. Throws std::invalid_argument (no SQL) for an empty list, more
+  // than 64 distinct names, or a bad name. The handle must not outlive
+  // this client.
+  [[nodiscard]] MultiLock get_multi_lock(std::vector<std::string> names);
+  // The same, acting for `owner` from any thread.
+  [[nodiscard]] MultiLock get_multi_lock(std::vector<std::string> names, Owner owner);
   // A copyable handle on semaphore `name` with bound `permits` (see
   // <dlock/semaphore.hpp>). Throws std::invalid_argument (no SQL) for a bad
   // name or a bound outside 1..100,000. The handle must not outlive this
@@ -204,17 +214,22 @@ class DLOCK_API DatabaseDistributedLock {
   friend struct details::AsyncAccess;
   friend class Lock;
   friend class ReadWriteLock;
+  friend class MultiLock;
   friend struct details::SemaphoreAccess;
   // For Lock: the same operations for an explicit owner id (0: the calling
   // thread) on a mutex or one side of a read-write lock.
   using Side = details::LockSide;
   bool acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                    std::optional<Millis> wait, Side side = Side::kMutex);
-  void release_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  void release_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex,
+                   Millis at_least = Millis::zero());
   bool is_held_by(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
   int hold_count_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
   std::uint64_t fencing_token_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
   bool force_unlock_side(std::string_view name, Side side);
+  bool acquire_set_for(const std::vector<std::string>& names, std::uint64_t owner, std::optional<Millis> lease,
+                       std::optional<Millis> wait);
+  void release_set_for(const std::vector<std::string>& names, std::uint64_t owner);
   bool is_locked_side(std::string_view name, Side side);
   std::optional<Millis> remaining_ttl_side(std::string_view name, Side side);
 

@@ -22,6 +22,7 @@
 #include "dlock/distributed_lock.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
 #include "dlock/read_write_lock.hpp"

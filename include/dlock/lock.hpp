@@ -94,6 +94,19 @@ class DLOCK_API Lock {
     return try_lock_waiting(details::saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch())));
   }
   void unlock();
+  // Releases one hold like unlock(). When that ends the owner's last hold,
+  // the name stays taken (by no one: no owner, no watchdog, no fencing
+  // token) until `held_for` has passed since the hold was granted, by the
+  // server's clock, set in the release's one statement; waiters get it then
+  // (they wake at that moment, not at the poll). A hold older than
+  // `held_for` is freed at once, as by unlock(). For a nested hold it is
+  // unlock(). Use: a job run from cron on several hosts whose clocks differ
+  // a little runs once per slot however fast it finishes (ShedLock's
+  // lockAtLeastFor). Zero is unlock(); negative or over 365 days throws
+  // std::invalid_argument before any SQL (and releases nothing). Otherwise
+  // as unlock(): NotHeldError when the owner holds nothing here, never
+  // throws for database trouble.
+  void unlock_at_least(Millis held_for);
   bool force_unlock();
   [[nodiscard]] bool is_locked() const;
   [[nodiscard]] bool is_held_by_current_thread() const;

@@ -8,6 +8,7 @@
 #include "base/identity.hpp"
 #include "dlock/asio.hpp"
 #include "engine/async_acquire.hpp"
+#include "engine/async_set_acquire.hpp"
 #include "engine/engine.hpp"
 #include "runtime/worker_threads.hpp"
 
@@ -21,6 +22,8 @@ struct AsyncAccess {
   static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
   static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
   static std::uint64_t owner(const Lock& lock) { return lock.owner_ != 0 ? lock.owner_ : current_thread_id(); }
+  static Engine& engine(const MultiLock& set) { return *set.client_->client_; }
+  static std::uint64_t owner(const MultiLock& set) { return set.owner_ != 0 ? set.owner_ : current_thread_id(); }
 };
 }  // namespace details
 
@@ -74,11 +77,12 @@ void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
 }
 
 // Validates and fixes the request now (`make` throws std::invalid_argument
-// for bad input, delivered through the completion), then starts it.
-template <class MakeRequest>
+// for bad input, delivered through the completion), then starts it with
+// `Driver` (AsyncAcquire, or AsyncSetAcquire for a MultiLock).
+template <class Driver = AsyncAcquire, class MakeRequest>
 void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
                    std::shared_ptr<CancellationState> cancel, MakeRequest&& make) {
-  AcquireRequest request;
+  decltype(make()) request;
   try {
     request = make();
   } catch (...) {
@@ -96,13 +100,36 @@ void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
       cancel->done = true;
     };
   }
-  const std::uint64_t id = AsyncAcquire::start(engine, std::move(request), std::move(completion), std::move(on_end));
+  const std::uint64_t id = Driver::start(engine, std::move(request), std::move(completion), std::move(on_end));
   if (!cancel || id == 0) return;
   std::lock_guard<std::mutex> guard(cancel->mutex);
   if (cancel->done) return;
   cancel->engine = &engine;
   cancel->id = id;
   if (cancel->requested) engine.async().cancel_one(id);
+}
+
+// Runs `release` on a worker, then completes.
+template <class Release>
+void start_release(Engine& engine, std::unique_ptr<AsyncCompletion> completion, Release&& release) {
+  auto job = [&engine, release = std::forward<Release>(release), completion = std::move(completion)](bool run) mutable {
+    std::exception_ptr error = run ? nullptr : shutting_down();
+    if (run) {
+      // An asynchronous waiter this release hands the hold to is completed
+      // here, on this worker, before the unlock is: no other worker is woken
+      // for it, and the handoff is what someone has been waiting for.
+      details::WorkerThreads::Deferring handoff_first;
+      try {
+        const Engine::WarmestConnection warmest;
+        release();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      handoff_first.close();
+    }
+    AsyncCompletion::finish(std::move(completion), std::move(error), 0);
+  };
+  engine.async().post(std::move(job));
 }
 
 }  // namespace
@@ -117,26 +144,24 @@ void start_async_lock(const Lock& lock, std::optional<Millis> lease, std::option
 
 void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> completion) {
   Engine& engine = AsyncAccess::engine(lock);
-  const details::NameKeyView key = AsyncAccess::key(lock);
-  auto job = [&engine, key = details::NameKey(key), owner = AsyncAccess::owner(lock),
-              completion = std::move(completion)](bool run) mutable {
-    std::exception_ptr error = run ? nullptr : shutting_down();
-    if (run) {
-      // An asynchronous waiter this release hands the hold to is completed
-      // here, on this worker, before the unlock is: no other worker is woken
-      // for it, and the handoff is what someone has been waiting for.
-      details::WorkerThreads::Deferring handoff_first;
-      try {
-        const Engine::WarmestConnection warmest;
-        engine.release(key, owner);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      handoff_first.close();
-    }
-    AsyncCompletion::finish(std::move(completion), std::move(error), 0);
-  };
-  engine.async().post(std::move(job));
+  start_release(engine, std::move(completion),
+                [&engine, key = details::NameKey(AsyncAccess::key(lock)), owner = AsyncAccess::owner(lock)] {
+                  engine.release(key, owner);
+                });
+}
+
+void start_async_lock(const MultiLock& set, std::optional<Millis> lease, std::optional<Millis> wait,
+                      std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
+  Engine& engine = AsyncAccess::engine(set);
+  start_acquire<details::AsyncSetAcquire>(engine, std::move(completion), std::move(cancel), [&] {
+    return engine.make_set_request(set.names(), AsyncAccess::owner(set), lease, wait);
+  });
+}
+
+void start_async_unlock(const MultiLock& set, std::unique_ptr<AsyncCompletion> completion) {
+  Engine& engine = AsyncAccess::engine(set);
+  start_release(engine, std::move(completion),
+                [&engine, names = set.names(), owner = AsyncAccess::owner(set)] { engine.release_set(names, owner); });
 }
 
 void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease, std::optional<Millis> wait,

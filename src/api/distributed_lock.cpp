@@ -4,6 +4,8 @@
 // explicit owner id.
 #include "dlock/distributed_lock.hpp"
 
+#include <algorithm>
+
 #include "api/sides.hpp"
 #include "base/identity.hpp"
 #include "base/validation.hpp"
@@ -98,6 +100,38 @@ ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name, Own
   return ReadWriteLock(this, std::move(name), owner.id());
 }
 
+namespace {
+// Validated, sorted and without duplicates (MultiLock::names()).
+std::vector<std::string> set_of(std::vector<std::string> names) {
+  if (names.empty()) throw std::invalid_argument("dlock: a multi-lock needs at least one name");
+  for (const auto& n : names) details::validate_name(n);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (names.size() > details::kMaxSetNames) {
+    throw std::invalid_argument("dlock: a multi-lock takes at most " + std::to_string(details::kMaxSetNames) +
+                                " names, got " + std::to_string(names.size()));
+  }
+  return names;
+}
+}  // namespace
+
+MultiLock DatabaseDistributedLock::get_multi_lock(std::vector<std::string> names) {
+  return MultiLock(this, set_of(std::move(names)), 0);
+}
+
+MultiLock DatabaseDistributedLock::get_multi_lock(std::vector<std::string> names, Owner owner) {
+  return MultiLock(this, set_of(std::move(names)), owner.id());
+}
+
+bool DatabaseDistributedLock::acquire_set_for(const std::vector<std::string>& names, std::uint64_t owner,
+                                              std::optional<Millis> lease, std::optional<Millis> wait) {
+  return client_->acquire_set(client_->make_set_request(names, resolve(owner), lease, wait));
+}
+
+void DatabaseDistributedLock::release_set_for(const std::vector<std::string>& names, std::uint64_t owner) {
+  client_->release_set(names, resolve(owner));
+}
+
 void DatabaseDistributedLock::cancel(Owner owner) { client_->async().cancel_owner(owner.id()); }
 
 const std::string& DatabaseDistributedLock::machine_id() const noexcept { return client_->machine_id(); }
@@ -109,8 +143,8 @@ bool DatabaseDistributedLock::acquire_for(std::string_view name, std::uint64_t o
   return client_->drive(request).next == details::AcquireStep::Next::kAcquired;
 }
 
-void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner, Side side) {
-  client_->release(details::key_of(side, name), resolve(owner));
+void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner, Side side, Millis at_least) {
+  client_->release(details::key_of(side, name), resolve(owner), at_least);
 }
 
 bool DatabaseDistributedLock::is_held_by(std::string_view name, std::uint64_t owner, Side side) {

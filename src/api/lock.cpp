@@ -3,6 +3,8 @@
 
 #include "dlock/distributed_lock.hpp"
 
+#include "base/validation.hpp"
+
 namespace dlock {
 
 void Lock::lock() { client_->acquire_for(name_, owner_, std::nullopt, std::nullopt, side_); }
@@ -11,6 +13,10 @@ bool Lock::try_lock() { return client_->acquire_for(name_, owner_, std::nullopt,
 bool Lock::try_lock(Millis wait, Millis lease) { return client_->acquire_for(name_, owner_, lease, wait, side_); }
 bool Lock::try_lock_waiting(Millis wait) { return client_->acquire_for(name_, owner_, std::nullopt, wait, side_); }
 void Lock::unlock() { client_->release_for(name_, owner_, side_); }
+void Lock::unlock_at_least(Millis held_for) {
+  details::validate_held_for(held_for);
+  client_->release_for(name_, owner_, side_, held_for);
+}
 bool Lock::force_unlock() { return client_->force_unlock_side(name_, side_); }
 bool Lock::is_locked() const { return client_->is_locked_side(name_, side_); }
 bool Lock::is_held_by_current_thread() const { return client_->is_held_by(name_, owner_, side_); }

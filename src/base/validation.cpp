@@ -27,6 +27,13 @@ void validate_lease(Millis lease) {
   if (lease > kMaxLease) reject("lease must be at most 365 days, got " + std::to_string(lease.count()) + " ms");
 }
 
+void validate_held_for(Millis held_for) {
+  if (held_for < Millis::zero())
+    reject("unlock_at_least: held_for must not be negative, got " + std::to_string(held_for.count()) + " ms");
+  if (held_for > kMaxLease)
+    reject("unlock_at_least: held_for must be at most 365 days, got " + std::to_string(held_for.count()) + " ms");
+}
+
 void validate_table_name(std::string_view table) {
   if (table.empty() || table.size() > 64) reject("Options::table must be 1..64 characters");
   for (char c : table) {

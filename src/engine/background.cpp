@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "base/micros.hpp"
 #include "base/printable.hpp"
@@ -74,11 +75,16 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   // still shows is live for what its row says is left (a row skipped
   // because it was locked was not renewed, but is not lost yet either).
   const auto read_sent = Clock::now();
-  std::map<std::uint64_t, HoldRow> rows;  // by hold id: random, so unique
-  for (auto& row : rows_.read_holds(connection(), holds)) rows.emplace(row.hold_id, std::move(row));
+  // By name and hold id: a hold id is random, but the holds a MultiLock
+  // took together share one (a semaphore's slot is found by its hold id).
+  std::map<std::tuple<Kind, std::string, std::uint64_t>, HoldRow> rows;
+  for (auto& row : rows_.read_holds(connection(), holds)) {
+    auto key = std::make_tuple(row.key.kind, row.key.name, row.hold_id);
+    rows.emplace(std::move(key), std::move(row));
+  }
   for (auto& r : live) {
-    const auto it = rows.find(r.hold_id);
-    if (it != rows.end() && it->second.held_by(r.hold_id) && it->second.key.kind == r.key.kind) {
+    const auto it = rows.find(std::make_tuple(r.key.kind, r.key.name, r.hold_id));
+    if (it != rows.end() && it->second.held_by(r.hold_id)) {
       holds_.extend({r}, read_sent + Micros(std::max<std::int64_t>(0, it->second.ttl_us.value_or(0))));
     } else {
       note_lost(r.key, r.owner, r.generation, "the watchdog found it taken over, expired or force-unlocked");
@@ -115,7 +121,9 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
       for (const auto& name : batch) {
         const NameKey key(k->traits.kind, name);
         const bool lost_race = std::find(held.begin(), held.end(), name) != held.end();
-        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)))) want_marks.push_back(key);
+        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) &&
+             !(k->traits.kind == Kind::kLock && waited_by_a_set(name))))
+          want_marks.push_back(key);
       }
     }
   }

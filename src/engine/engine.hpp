@@ -41,6 +41,7 @@
 
 #include "base/keys.hpp"
 #include "base/name_marks.hpp"
+#include "base/string_map.hpp"
 #include "dlock/options.hpp"
 #include "engine/hold_kind.hpp"
 #include "engine/holds.hpp"
@@ -93,6 +94,41 @@ class Engine {
   // NotHeldError (before any SQL) when there is none; never for database
   // trouble (logged: the lease ends it).
   void release(NameKeyView key, std::uint64_t owner, Millis at_least = Millis::zero());
+  // Several plain lock names held together (a MultiLock). `names`: 1..64
+  // validated names, sorted, without duplicates. One hold of each for
+  // `owner`, all or none (a name it holds already is counted up); `lease`
+  // and `wait` as for make_request. While it waits it holds none of them.
+  // Throws LockLostError (a hold of `owner` on one of the names was lost and
+  // is still owed unlock()), BackendError.
+  SetRequest make_set_request(const std::vector<std::string>& names, std::uint64_t owner, std::optional<Millis> lease,
+                              std::optional<Millis> wait) const;
+  // One attempt at the whole set (arming the bells of the holds elsewhere
+  // that block it), and what to do next.
+  AcquireStep set_step(const SetRequest& request);
+  // The blocking driver: true once every name is held.
+  bool acquire_set(const SetRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // A set's driver stopped waiting (after its watches are gone).
+  void set_waiting_ended(const SetRequest& request, bool acquired);
+  // While it lives, its names count as waited for by a set: the poller
+  // never marks them for this client (a set must not keep a name it cannot
+  // take: a holder elsewhere that wants that name before it lets go of
+  // another of the set's would wait for ever).
+  class SetWaiting {
+   public:
+    SetWaiting(Engine& engine, const std::vector<std::string>& names);
+    ~SetWaiting();
+    SetWaiting(const SetWaiting&) = delete;
+    SetWaiting& operator=(const SetWaiting&) = delete;
+
+   private:
+    Engine& engine_;
+    const std::vector<std::string> names_;
+  };
+  // Releases one hold of each name; the holds that end are freed in one
+  // statement (ringing for waiters elsewhere). NotHeldError, before any
+  // SQL and releasing nothing, when `owner` lacks one; never throws for
+  // database trouble.
+  void release_set(const std::vector<std::string>& names, std::uint64_t owner);
   // Frees every hold of `key`'s kind on its name (any client) and wakes
   // waiters here; how many.
   std::size_t force_release(NameKeyView key);
@@ -244,6 +280,19 @@ class Engine {
   Handoff hand_over(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before,
                     const std::shared_ptr<WaiterRegistry::Parked>& claimed);
   bool free_row(HoldKind& k, const RowKey& row, const Hold& before, std::int64_t at_least_us);
+  // One count down of a nested hold (release).
+  void count_down(NameKeyView key, std::uint64_t owner, const Hold& before);
+  // Sets of names (lock_sets.cpp).
+  struct SetAttempt {
+    bool acquired = false;
+    std::int64_t ttl_us = 0;
+    std::vector<std::string> foreign;
+  };
+  SetAttempt attempt_set(const std::vector<std::string>& names, std::uint64_t owner, bool watchdog, Millis lease);
+  std::vector<std::unique_lock<std::mutex>> lock_set_stripes(const std::vector<std::string>& names, std::uint64_t owner);
+  void free_set(const std::vector<std::pair<std::string, Hold>>& last);
+  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences);
+  bool waited_by_a_set(std::string_view name) const;
   void rang_for_waiters_elsewhere(NameKeyView key);
   void ring_when_idle(std::uint64_t session);
   void restamp_after_ring(Connection& c, const std::string& rung);
@@ -297,6 +346,8 @@ class Engine {
   // renewal of a mark cannot land after the unmark of a waiter that stopped
   // waiting meanwhile.
   std::mutex intent_statements_mutex_;
+  mutable std::mutex set_waits_mutex_;
+  StringMap<unsigned> set_waits_;  // plain lock names waited for by sets, and by how many
   std::mutex intents_mutex_;
   NameKeyMap<bool> intents_;  // keys this client holds a mark on
   std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock

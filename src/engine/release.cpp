@@ -34,11 +34,14 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
     return;
   }
   CallBudget budget(options_.io_timeout);
-  const unsigned target = before->count - 1;
-  if (target == 0) clear_mark_before_release(key);
+  if (before->count > 1) {
+    count_down(key, owner, *before);
+    return;
+  }
+  clear_mark_before_release(key);
   const RowKey row{key.kind, std::string(key.name), before->slot};
   const std::int64_t at_least_us = micros(at_least);
-  if (target == 0 && at_least_us == 0 && k.traits.hands_over) claim_for_handoff(key, before->chain_started, claim);
+  if (at_least_us == 0 && k.traits.hands_over) claim_for_handoff(key, before->chain_started, claim);
   bool released = false;
   try {
     if (claim.waiter) {
@@ -52,37 +55,48 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
           break;
       }
     }
-    if (target == 0) {
-      released = free_row(k, row, *before, at_least_us);
-    } else {
-      released = run_reconciled(
-          key.name, [&](Connection& c) { return rows_.release_to(c, row, before->hold_id, target); },
-          [&](Connection& c) {
-            const auto found = rows_.find(c, row.kind, row.name, before->hold_id);
-            if (!found) return Verdict::kNotApplied;
-            return found->state == target ? Verdict::kApplied : Verdict::kRunAgain;
-          });
-    }
+    released = free_row(k, row, *before, at_least_us);
   } catch (const BackendError& e) {
     logger_->error("dlock: could not release {} {}; it stays taken until its lease ends: {}", kind_name(key.kind),
                    printable(key.name), e.what());
     return;
   }
   if (!released) {
-    if (target == 0) {
-      report_lost(key, k.traits.reports_fence ? before->fence : 0, "found already lost at unlock");
-      // A waiter refused here because this hold looked live asks again (a
-      // claimed one is woken by the claim's resolution).
-      if (!claim.waiter) k.wake(waiters_, key.name);
-    } else {
-      note_lost(key, owner, before->generation, "found already lost at unlock");
-    }
+    report_lost(key, k.traits.reports_fence ? before->fence : 0, "found already lost at unlock");
+    // A waiter refused here because this hold looked live asks again (a
+    // claimed one is woken by the claim's resolution).
+    if (!claim.waiter) k.wake(waiters_, key.name);
+    return;
+  }
+  if (logger_->should_log(spdlog::level::debug))
+    logger_->debug("dlock: {} {} released by {}/{}", kind_name(key.kind), printable(key.name), machine_id_, owner);
+  if (!claim.waiter) k.wake(waiters_, key.name);  // else the claim's resolution is the wake
+}
+
+void Engine::count_down(NameKeyView key, std::uint64_t owner, const Hold& before) {
+  const unsigned target = before.count - 1;
+  const RowKey row{key.kind, std::string(key.name), before.slot};
+  bool released = false;
+  try {
+    released = run_reconciled(
+        key.name, [&](Connection& c) { return rows_.release_to(c, row, before.hold_id, target); },
+        [&](Connection& c) {
+          const auto found = rows_.find(c, row.kind, row.name, before.hold_id);
+          if (!found) return Verdict::kNotApplied;
+          return found->state == target ? Verdict::kApplied : Verdict::kRunAgain;
+        });
+  } catch (const BackendError& e) {
+    logger_->error("dlock: could not release {} {}; it stays taken until its lease ends: {}", kind_name(key.kind),
+                   printable(key.name), e.what());
+    return;
+  }
+  if (!released) {
+    note_lost(key, owner, before.generation, "found already lost at unlock");
     return;
   }
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} {} released by {}/{} (count {})", kind_name(key.kind), printable(key.name), machine_id_,
                    owner, target);
-  if (target == 0 && !claim.waiter) k.wake(waiters_, key.name);  // else the claim's resolution is the wake
 }
 
 void Engine::claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim) {
@@ -175,9 +189,11 @@ bool Engine::free_row(HoldKind& k, const RowKey& row, const Hold& before, std::i
   const auto free_on = [&](Connection& c, HoldRows::Marks marks, bool ring) {
     return k.free(*this, c, row, hold_id, at_least_us, marks, ring);
   };
-  // Whether the release applied, when its connection died: the hold gone.
+  // Whether the release applied, when its connection died: the hold gone,
+  // or kept taken by no one (unlock_at_least: count 0, lease running).
   const auto gone = [&](Connection& c) {
-    return rows_.find(c, row.kind, row.name, hold_id) ? Verdict::kRunAgain : Verdict::kApplied;
+    const auto found = rows_.find(c, row.kind, row.name, hold_id);
+    return found && found->state > 0 ? Verdict::kRunAgain : Verdict::kApplied;
   };
   const auto anywhere = [&](HoldRows::Marks marks) {
     return run_reconciled(row.name, [&](Connection& c) { return free_on(c, marks, false); }, gone);

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "base/keys.hpp"
 #include "dlock/options.hpp"
@@ -26,6 +28,19 @@ struct AcquireRequest {
   bool single_attempt = false;  // a wait <= 0
   bool forever = false;         // no wait given, or one of about a century or more
   std::chrono::steady_clock::time_point deadline{};  // unless forever
+};
+
+// Several plain lock names acquired together (a MultiLock): one attempt
+// takes all or none (Engine::set_step); the drivers wait for a wake of any
+// name (Engine::acquire_set, AsyncSetAcquire).
+struct SetRequest {
+  std::vector<std::string> names;  // sorted, without duplicates, validated, 1..64
+  std::uint64_t owner = 0;
+  Millis lease{0};
+  bool watchdog = true;
+  bool single_attempt = false;
+  bool forever = false;
+  std::chrono::steady_clock::time_point deadline{};
 };
 
 struct AcquireStep {

@@ -3,6 +3,7 @@
 // it succeeds while the row is free or expired and no other client's
 // waiting mark is live (intent_id: a waiter that cannot be rung goes next).
 // A release, a re-entry and a renewal are the engine's generic statements.
+// Several names are taken together by kinds/lock_set.hpp (a MultiLock).
 #include <cppconn/prepared_statement.h>
 
 #include "base/micros.hpp"
@@ -10,6 +11,7 @@
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
+#include "kinds/lock_set.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
 
@@ -28,7 +30,7 @@ HoldKind::Traits lock_traits() {
 
 class LockKind final : public HoldKind {
  public:
-  explicit LockKind(const HoldRows& rows) : HoldKind(lock_traits()) {
+  explicit LockKind(const HoldRows& rows) : HoldKind(lock_traits()), set_(rows) {
     const std::string& q = rows.quoted();
     const std::string where = " WHERE kind = 1 AND lock_name = ? AND slot = 0";
     // Taken while free or expired, or carrying the take's own fresh hold id:
@@ -181,6 +183,11 @@ class LockKind final : public HoldKind {
     return retaken;
   }
 
+  SetTaken take_set(Engine& e, const std::vector<SetMember>& members, const Holder& holder, std::int64_t lease_us,
+                    bool watchdog) override {
+    return set_.take(e, known_, members, holder, lease_us, watchdog);
+  }
+
   bool is_locked(Engine& e, std::string_view name) override { return row(e, name).live; }
 
   std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
@@ -218,6 +225,7 @@ class LockKind final : public HoldKind {
   }
 
   KnownRows known_;
+  LockSet set_;
   std::string take_sql_;
   std::string upsert_sql_;
   std::string hand_over_sql_;

@@ -321,7 +321,10 @@ class ReadKind final : public HoldKind {
   bool free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
             HoldRows::Marks marks, bool ring) override {
     const bool changed = e.rows().free(c, row, hold_id, at_least_us, marks, ring);
-    if (changed || marks == HoldRows::Marks::kAny) dropped(row.name, row.slot);
+    // A row kept taken (unlock_at_least) is not reused before its time;
+    // measured from now, which is later than the grant it counts from.
+    if (changed || marks == HoldRows::Marks::kAny)
+      slots_.release(row.name, static_cast<std::uint32_t>(row.slot & 0xffff), std::chrono::microseconds(at_least_us));
     return changed;
   }
 

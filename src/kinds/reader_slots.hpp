@@ -17,6 +17,7 @@
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -40,25 +41,30 @@ class ReaderSlots {
   Slot allocate(std::string_view name) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto& slots = names_[std::string(name)];
+    const auto now = std::chrono::steady_clock::now();
     std::uint32_t i = 0;
-    while (i < slots.size() && slots[i].used) ++i;
+    while (i < slots.size() && (slots[i].used || slots[i].busy_until > now)) ++i;
     if (i == slots.size()) slots.push_back(Entry{});
     slots[i].used = true;
     return Slot{i, slots[i].known};
   }
   void mark_known(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = true; }); }
   void forget(std::string_view name, std::uint32_t index) { set(name, index, [](Entry& e) { e.known = false; }); }
-  // The slot is no longer in use. A name with no slot in use keeps its
-  // entries (the rows exist and will be reused) while the names are within
-  // capacity.
-  void release(std::string_view name, std::uint32_t index) {
+  // The slot is no longer in use; with `busy_for`, its row stays taken that
+  // long (unlock_at_least), so no acquire here reuses it before. A name with
+  // no slot in use keeps its entries (the rows exist and will be reused)
+  // while the names are within capacity.
+  void release(std::string_view name, std::uint32_t index,
+               std::chrono::microseconds busy_for = std::chrono::microseconds::zero()) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = names_.find(std::string(name));
     if (it == names_.end() || index >= it->second.size()) return;
+    const auto now = std::chrono::steady_clock::now();
     it->second[index].used = false;
+    if (busy_for > std::chrono::microseconds::zero()) it->second[index].busy_until = now + busy_for;
     if (names_.size() <= capacity_) return;
     for (const auto& e : it->second)
-      if (e.used) return;
+      if (e.used || e.busy_until > now) return;
     names_.erase(it);
   }
   // Names with entries (tests).
@@ -86,6 +92,8 @@ class ReaderSlots {
   struct Entry {
     bool used = false;
     bool known = false;
+    // Not reused before (its row kept taken by unlock_at_least).
+    std::chrono::steady_clock::time_point busy_until{};
   };
   template <class Fn>
   void set(std::string_view name, std::uint32_t index, Fn&& fn) {

@@ -262,16 +262,18 @@ std::vector<HoldRow> HoldRows::read_live(Connection& c, const std::vector<Kind>&
 
 bool HoldRows::retake(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
                       bool watchdog) const {
-  return run(c, "re-entering a hold", [&] {
-           auto& ps = c.prepared("UPDATE " + quoted_ +
-                                 " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
-                                 key_match(key) + " AND hold_id = ? AND " + fragments::live());
-           Binder b(ps);
-           b.u64(state).flag(watchdog).i64(lease_us);
-           bind_key(b, key);
-           b.u64(hold_id);
-           return execute_update(ps);
-         }) > 0;
+  return run(c, "re-entering a hold", [&] { return retake_once(c, key, hold_id, state, lease_us, watchdog) ? 1 : 0; }) > 0;
+}
+
+bool HoldRows::retake_once(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state,
+                           std::int64_t lease_us, bool watchdog) const {
+  auto& ps = c.prepared("UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                        key_match(key) + " AND hold_id = ? AND " + fragments::live());
+  Binder b(ps);
+  b.u64(state).flag(watchdog).i64(lease_us);
+  bind_key(b, key);
+  b.u64(hold_id);
+  return execute_update(ps) > 0;
 }
 
 bool HoldRows::release_to(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state) const {
@@ -327,17 +329,21 @@ std::size_t HoldRows::renew_skipping_locked(Connection& c, const std::vector<Hel
       [&](Binder& b) { b.i64(lease_us); }, "watchdog = 1 AND " + fragments::live(), [](Binder&) {});
 }
 
-std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds) const {
+std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds, bool ring) const {
   std::size_t freed = 0;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
-    freed += static_cast<std::size_t>(run(c, "releasing this client's holds", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + fragments::free_assignments() + " WHERE " + list.sql() +
-                            " AND " + fragments::live());
+    std::int64_t n = 0;
+    run_free(c, "releasing holds", ring, [&] {
+      auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
+                            fragments::free_assignments() + " WHERE " + list.sql() + " AND " + fragments::live());
       Binder b(ps);
+      if (ring) bind_ring(b, c);
       b.i64(0);
       list.bind(b);
-      return execute_update(ps);
-    }));
+      n = execute_update(ps);
+      return n;
+    });
+    freed += static_cast<std::size_t>(n);
   });
   return freed;
 }

@@ -159,6 +159,10 @@ class HoldRows {
   // hold is live. False: it is not.
   bool retake(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
               bool watchdog) const;
+  // The same statement run once, without the retry rule: for a statement
+  // inside a transaction, which a deadlock rolls back as a whole.
+  bool retake_once(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
+                   bool watchdog) const;
   // Release down to `state` > 0 while the hold is live. False: it is not.
   bool release_to(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state) const;
   enum class Marks { kAny, kUnmarked, kMarked };
@@ -176,7 +180,8 @@ class HoldRows {
   // way around a row locked by a foreign transaction.
   std::size_t renew_skipping_locked(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const;
   // Frees these live holds (shutdown); how many.
-  std::size_t free_all(Connection& c, const std::vector<HeldRow>& holds) const;
+  // With `ring`, the statement also rings `c`'s bell (see run_free).
+  std::size_t free_all(Connection& c, const std::vector<HeldRow>& holds, bool ring = false) const;
   // Live holds among `holds` that record bell `from` record `to` instead
   // (after their session's bell moved on).
   std::size_t restamp(Connection& c, const std::vector<HeldRow>& holds, const std::string& from,

@@ -4,13 +4,53 @@
 
 namespace dlock::details {
 
+std::shared_ptr<WaiterRegistry::Entry> WaiterRegistry::join(const NameKey& key) {
+  auto& slot = entries_[key];
+  if (!slot) slot = std::make_shared<Entry>();
+  entry_count_.store(entries_.size());
+  return slot;
+}
+
+void WaiterRegistry::leave_if_unused(const NameKey& key, Entry& entry) {
+  if (entry.subscribers != 0 || !entry.watchers.empty()) return;
+  entries_.erase(key);
+  entry_count_.store(entries_.size());
+}
+
+void WaiterRegistry::tell_watchers(Entry& entry) {
+  std::vector<std::shared_ptr<Watcher>> watchers;
+  {
+    std::lock_guard<std::mutex> guard(entry.mutex);
+    watchers = entry.watchers;
+  }
+  for (auto& w : watchers) w->woken();
+}
+
+WaiterRegistry::Watch::Watch(WaiterRegistry& registry, NameKey key, std::shared_ptr<Watcher> watcher)
+    : registry_(registry), key_(std::move(key)), watcher_(std::move(watcher)) {
+  std::lock_guard<std::mutex> guard(registry_.mutex_);
+  entry_ = registry_.join(key_);
+  std::lock_guard<std::mutex> entry_guard(entry_->mutex);
+  entry_->watchers.push_back(watcher_);
+}
+
+WaiterRegistry::Watch::~Watch() {
+  std::lock_guard<std::mutex> guard(registry_.mutex_);
+  std::lock_guard<std::mutex> entry_guard(entry_->mutex);
+  auto& w = entry_->watchers;
+  for (auto it = w.begin(); it != w.end(); ++it) {
+    if (*it == watcher_) {
+      w.erase(it);
+      break;
+    }
+  }
+  registry_.leave_if_unused(key_, *entry_);
+}
+
 WaiterRegistry::Subscription::Subscription(WaiterRegistry& registry, NameKey key)
     : registry_(registry), key_(std::move(key)) {
   std::lock_guard<std::mutex> guard(registry_.mutex_);
-  auto& slot = registry_.entries_[key_];
-  if (!slot) slot = std::make_shared<Entry>();
-  registry_.entry_count_.store(registry_.entries_.size());
-  entry_ = slot;
+  entry_ = registry_.join(key_);
   std::lock_guard<std::mutex> entry_guard(entry_->mutex);
   ++entry_->subscribers;
   seen_wake_alls_ = entry_->wake_alls;
@@ -22,17 +62,10 @@ void WaiterRegistry::Subscription::unsubscribe() {
   if (!subscribed_) return;
   subscribed_ = false;
   std::lock_guard<std::mutex> guard(registry_.mutex_);
-  bool last = false;
-  {
-    std::lock_guard<std::mutex> entry_guard(entry_->mutex);
-    --entry_->subscribers;
-    if (entry_->permits > entry_->subscribers) entry_->permits = entry_->subscribers;
-    last = entry_->subscribers == 0;
-  }
-  if (last) {
-    registry_.entries_.erase(key_);
-    registry_.entry_count_.store(registry_.entries_.size());
-  }
+  std::lock_guard<std::mutex> entry_guard(entry_->mutex);
+  --entry_->subscribers;
+  if (entry_->permits > entry_->subscribers) entry_->permits = entry_->subscribers;
+  registry_.leave_if_unused(key_, *entry_);
 }
 
 bool WaiterRegistry::Subscription::wait_for(std::chrono::microseconds timeout) {
@@ -191,6 +224,7 @@ void WaiterRegistry::wake_one(NameKeyView key) {
   wakes_.fetch_add(1);  // before the look-up (see wakes())
   const auto entry = entry_of(key);
   if (!entry) return;
+  tell_watchers(*entry);
   std::shared_ptr<Parked> continuation;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
@@ -238,6 +272,7 @@ void WaiterRegistry::wake_all(NameKeyView key) {
   wakes_.fetch_add(1);  // before the look-up (see wakes())
   const auto entry = entry_of(key);
   if (!entry) return;
+  tell_watchers(*entry);
   std::list<std::shared_ptr<Parked>> continuations;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);

@@ -131,7 +131,35 @@ class WaiterRegistry {
     std::uint64_t seen_wake_alls_ = 0;
   };
 
-  // Wakes one waiter of `name`, if any.
+  // Something told of every wake of some names without taking part in
+  // them (a set of names waited for together: a MultiLock). It is no
+  // subscriber: it takes no wake away from the waiters of a name, is
+  // never claimed for a handoff and keeps no permits; it only hears of
+  // each wake_one() and wake_all() on the names it watches (and keeps
+  // those names in names() and has(), so the poller and the bell watcher
+  // cover them). `woken` runs with no registry lock held, on the waking
+  // thread; it must not block.
+  class Watcher {
+   public:
+    virtual ~Watcher() = default;
+    virtual void woken() = 0;
+  };
+  // RAII: `watcher` watches `key` for its lifetime.
+  class Watch {
+   public:
+    Watch(WaiterRegistry& registry, NameKey key, std::shared_ptr<Watcher> watcher);
+    ~Watch();
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+
+   private:
+    WaiterRegistry& registry_;
+    NameKey key_;
+    std::shared_ptr<Entry> entry_;
+    std::shared_ptr<Watcher> watcher_;
+  };
+
+  // Wakes one waiter of `name`, if any (and tells its watchers).
   void wake_one(NameKeyView key);
   // How many wake_one() and wake_all() calls have begun, over every name.
   // For a first attempt made before subscribing (Client::drive): a wake
@@ -167,14 +195,14 @@ class WaiterRegistry {
    private:
     std::uint64_t grant_ = 0;
   };
-  // Wakes every waiter of `name`.
+  // Wakes every waiter of `name` (and tells its watchers).
   void wake_all(NameKeyView key);
-  // Names with at least one subscriber (for the poller).
+  // Names with at least one subscriber or watcher (for the poller).
   std::vector<NameKey> names() const;
   bool empty() const;
   // Continuations parked now, over every name (tests, benchmarks).
   std::size_t parked() const;
-  // True while `name` has a subscriber.
+  // True while `name` has a subscriber or a watcher.
   bool has(NameKeyView key) const;
 
  private:
@@ -185,8 +213,12 @@ class WaiterRegistry {
     std::size_t permits = 0;     // wake_one's, for whichever subscriber looks first
     std::uint64_t wake_alls = 0;  // wake_all's, one for every subscriber
     std::list<std::shared_ptr<Parked>> parked;  // in the order they parked
+    std::vector<std::shared_ptr<Watcher>> watchers;
   };
   std::shared_ptr<Entry> entry_of(NameKeyView key) const;
+  std::shared_ptr<Entry> join(const NameKey& key);  // under mutex_
+  void leave_if_unused(const NameKey& key, Entry& entry);  // under mutex_ and entry.mutex
+  static void tell_watchers(Entry& entry);
 
   mutable std::mutex mutex_;
   NameKeyMap<std::shared_ptr<Entry>> entries_;
