@@ -48,6 +48,7 @@
 #include "child_process.hpp"
 #include "thread_count.hpp"
 #include "api/tools.hpp"
+#include "sql/statement.hpp"
 #include "contenders.hpp"
 
 namespace dlock::bench {
@@ -815,6 +816,106 @@ struct Bench {
     report.goal({"fair lock handoff, other process: p99 < 5 ms", num(fair_call.p99) + " ms", fair_call.p99 < 5.0, false});
     report.goal({"hot fair lock (2 processes x 4 threads): >= 1.8 x floor cycles/s", num(fa / fl, 2) + " x",
                  fa >= 1.8 * fl, false});
+  }
+
+  // 9. MultiLock: an uncontended lock()+unlock() of 1, 8 and 64 names,
+  // statements and transactions per cycle counted by the server (Questions,
+  // Handler_commit), beside a raw floor on the same table shape: one
+  // transaction that updates that many rows (START, UPDATE over an IN list,
+  // COMMIT), then one UPDATE that frees them.
+  void multi_lock() {
+    const int cycles = quick ? 50 : 300;
+    report.section("9. Multi-lock: N names taken together, uncontended",
+                   "Per lock()+unlock() cycle: statements and transactions the server counted, and the median "
+                   "latency, beside the floor (one raw transaction updating N rows, then one raw UPDATE freeing "
+                   "them), alternating in blocks.");
+    Options o = Options::from_url(url);
+    o.table = "bench_multi";
+    DatabaseDistributedLock client(o);
+    auto raw = details::Connection::open(details::ConnectionSettings::from(o));
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    for (const int n : {1, 8, 64}) {
+      std::vector<std::string> names;
+      for (int i = 0; i < n; ++i) names.push_back("multi-" + std::to_string(n) + "-" + std::to_string(i));
+      MultiLock set = client.get_multi_lock(names);
+      std::vector<std::string> floor_names;
+      for (const auto& name : names) floor_names.push_back("floor-" + name);
+      const std::string in = "(" + details::placeholders(floor_names.size()) + ")";
+      raw->execute_plain("INSERT IGNORE INTO `bench_multi` (kind, lock_name, slot) VALUES " + [&] {
+        std::string v;
+        for (const auto& f : floor_names) v += (v.empty() ? "" : ", ") + std::string("(1, '") + f + "', 0)";
+        return v;
+      }());
+      auto& take = raw->prepared("UPDATE `bench_multi` SET state = 1, hold_id = ?, acquired_at = NOW(6), expire_time ="
+                                 " NOW(6) + INTERVAL 30 SECOND, fence = fence + 1 WHERE kind = 1 AND slot = 0 AND"
+                                 " lock_name IN " + in + " AND expire_time <= NOW(6)");
+      auto& free = raw->prepared("UPDATE `bench_multi` SET state = 0, expire_time = acquired_at WHERE kind = 1 AND"
+                                 " slot = 0 AND lock_name IN " + in + " AND hold_id = ?");
+      std::uint64_t hold = 0;
+      const auto floor_cycle = [&] {
+        ++hold;
+        raw->execute_plain("START TRANSACTION");
+        details::Binder b(take);
+        b.u64(hold);
+        for (const auto& f : floor_names) b.text(f);
+        if (take.executeUpdate() != n) throw std::runtime_error("multi-lock floor: a row was not free");
+        raw->execute_plain("COMMIT");
+        details::Binder f(free);
+        for (const auto& name : floor_names) f.text(name);
+        f.u64(hold);
+        free.executeUpdate();
+      };
+      const auto dlock_cycle = [&] {
+        set.lock();
+        set.unlock();
+      };
+      // Counted: the fewest of two runs each (a watchdog tick is not the cycle's).
+      const auto count = [&](const std::function<void()>& cycle, const char* status) {
+        for (int i = 0; i < 10; ++i) cycle();
+        double best = -1;
+        for (int run = 0; run < 2; ++run) {
+          const auto before = std::stoll(stats.scalar(std::string("SHOW GLOBAL STATUS LIKE '") + status + "'"));
+          for (int i = 0; i < cycles; ++i) cycle();
+          const auto after = std::stoll(stats.scalar(std::string("SHOW GLOBAL STATUS LIKE '") + status + "'"));
+          const double per = static_cast<double>(after - before - 1) / cycles;
+          if (best < 0 || per < best) best = per;
+        }
+        return best;
+      };
+      const double floor_statements = count(floor_cycle, "Questions");
+      const double dlock_statements = count(dlock_cycle, "Questions");
+      const double floor_commits = count(floor_cycle, "Handler_commit");
+      const double dlock_commits = count(dlock_cycle, "Handler_commit");
+      std::vector<double> floor_ms, dlock_ms;
+      for (int block = 0; block < (quick ? 2 : 6); ++block) {
+        for (int i = 0; i < cycles / 4; ++i) {
+          auto t0 = Clock::now();
+          floor_cycle();
+          floor_ms.push_back(ms(Clock::now() - t0));
+        }
+        for (int i = 0; i < cycles / 4; ++i) {
+          auto t0 = Clock::now();
+          dlock_cycle();
+          dlock_ms.push_back(ms(Clock::now() - t0));
+        }
+      }
+      const auto fl = summarize(floor_ms), dl = summarize(dlock_ms);
+      rows.push_back({std::to_string(n) + " names, floor", num(floor_statements, 2), num(floor_commits, 2),
+                      num(fl.median), "1.00"});
+      rows.push_back({std::to_string(n) + " names, dlock", num(dlock_statements, 2), num(dlock_commits, 2),
+                      num(dl.median), num(dl.median / fl.median, 2)});
+      json += std::string(n == 1 ? "" : ", ") + "\"" + std::to_string(n) + "\": {\"statements\": " +
+              num(dlock_statements, 2) + ", \"floor_statements\": " + num(floor_statements, 2) +
+              ", \"transactions\": " + num(dlock_commits, 2) + ", \"floor_transactions\": " + num(floor_commits, 2) +
+              ", \"median_ms\": " + num(dl.median) + ", \"floor_median_ms\": " + num(fl.median) + "}";
+      report.goal({"multi-lock of " + std::to_string(n) + " names: lock() at most 3 statements, unlock() 1",
+                   num(dlock_statements, 2) + " per cycle", dlock_statements <= 4.0, true});
+      report.goal({"multi-lock of " + std::to_string(n) + " names: as many transactions per cycle as the floor",
+                   num(dlock_commits, 2) + " vs " + num(floor_commits, 2), dlock_commits <= floor_commits, true});
+    }
+    report.table({"cycle", "statements", "transactions (Handler_commit)", "median ms", "vs floor"}, rows);
+    report.json("multi_lock", json + "}");
   }
 
   // 1b. Where the time of an uncontended cycle goes: wall time per cycle
@@ -1891,6 +1992,7 @@ int main(int argc, char** argv) {
     if (selected("handoff")) bench.handoff_from_call();
     if (selected("hotlock")) bench.hot_lock();
     if (selected("fairlock")) bench.fair_lock();
+    if (selected("multilock")) bench.multi_lock();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();
     if (selected("wakeup")) bench.wake_designs();

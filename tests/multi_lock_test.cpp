@@ -272,6 +272,39 @@ TEST(MultiLock, AHoldLostWhileTheOthersAreHeldIsReportedAndTheNextAcquireThrows)
   set.unlock();
 }
 
+TEST(MultiLock, AnUnlockThatFindsOneNameTakenOverFreesTheOthersAndReportsIt) {
+  Options o = fresh_options();
+  o.watchdog_timeout = 30s;  // the unlock, not the watchdog, finds the loss
+  std::mutex lost_mutex;
+  std::vector<std::string> lost;
+  o.on_lock_lost = [&](std::string_view name, std::uint64_t) {
+    std::lock_guard<std::mutex> g(lost_mutex);
+    lost.emplace_back(name);
+  };
+  DatabaseDistributedLock a(o), b(same_table(o)), c(same_table(o));
+  MultiLock set = a.get_multi_lock({"t1", "t2", "t3"});
+  set.lock();
+  // A waiter elsewhere on t3, rung by the unlock below.
+  Lock t3 = c.get_lock("t3", Owner::create());
+  auto waiter = std::async(std::launch::async, [&] { return t3.try_lock_for(20s); });
+  ASSERT_TRUE(b.force_unlock("t2"));
+  ASSERT_TRUE(b.try_lock("t2"));
+  set.unlock();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        std::lock_guard<std::mutex> g(lost_mutex);
+        return lost == std::vector<std::string>{"t2"};
+      },
+      10s));
+  EXPECT_TRUE(free_elsewhere(b, "t1"));
+  EXPECT_FALSE(c.try_lock("t2", 0ms)) << "the new holder's hold was freed";
+  EXPECT_TRUE(waiter.get());
+  t3.unlock();
+  b.unlock("t2");
+  set.lock();  // the client goes on (its ringing session was closed)
+  set.unlock();
+}
+
 TEST(MultiLock, WorksWithTheStandardGuardsAndForAnOwnerAcrossThreads) {
   const Options o = fresh_options();
   DatabaseDistributedLock a(o), b(same_table(o));

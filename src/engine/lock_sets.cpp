@@ -262,8 +262,8 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
           done = true;
           try {
             freed = rows_.free_all(**c, rows, true);
-            rang = freed > 0;
-            if (rang) restamp_after_ring(**c, rung);
+            rang = freed > 0;  // rung, or the session closes (some rows were lost): its bell is given back
+            if (freed == rows.size()) restamp_after_ring(**c, rung);
           } catch (const OutcomeUnknown&) {
             run_reconciled(first, [](Connection&) { return false; }, gone);
             freed = rows.size();

@@ -331,19 +331,46 @@ std::size_t HoldRows::renew_skipping_locked(Connection& c, const std::vector<Hel
 
 std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds, bool ring) const {
   std::size_t freed = 0;
+  std::size_t first = 0;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
+    // The ring is evaluated for one row only, the chunk's first hold (once
+    // is enough, and it costs two user-lock calls per row it runs on). So
+    // whether it rang is known only when every row changed, or none did;
+    // otherwise the session's bell is unknown and the session is closed
+    // (which gives back whatever it holds).
+    const bool rings = ring && first == 0;
+    const std::size_t size = std::min(kInListChunk, holds.size() - first);
     std::int64_t n = 0;
-    run_free(c, "releasing holds", ring, [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
-                            fragments::free_assignments() + " WHERE " + list.sql() + " AND " + fragments::live());
-      Binder b(ps);
-      if (ring) bind_ring(b, c);
-      b.i64(0);
-      list.bind(b);
-      n = execute_update(ps);
-      return n;
-    });
+    try {
+      n = run(c, "releasing holds", [&] {
+        auto& ps = c.prepared("UPDATE " + quoted_ + " SET " +
+                              (rings ? std::string("state = IF(") + key_match(holds[first].key) + " AND hold_id = ?, " +
+                                           kRingTerm + ", 0), "
+                                     : "") +
+                              fragments::free_assignments() + " WHERE " + list.sql() + " AND " + fragments::live());
+        Binder b(ps);
+        if (rings) {
+          bind_key(b, holds[first].key);
+          b.u64(holds[first].hold_id);
+          bind_ring(b, c);
+        }
+        b.i64(0);
+        list.bind(b);
+        return execute_update(ps);
+      });
+    } catch (const BackendError&) {
+      if (rings) c.mark_broken();
+      throw;
+    }
+    if (rings) {
+      if (n == 0 || static_cast<std::size_t>(n) == size) {
+        rang(c, n > 0);
+      } else {
+        c.mark_broken();
+      }
+    }
     freed += static_cast<std::size_t>(n);
+    first += size;
   });
   return freed;
 }

@@ -180,7 +180,9 @@ class HoldRows {
   // way around a row locked by a foreign transaction.
   std::size_t renew_skipping_locked(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const;
   // Frees these live holds (shutdown); how many.
-  // With `ring`, the statement also rings `c`'s bell (see run_free).
+  // With `ring`, the statement also rings `c`'s bell (see run_free); when
+  // only some of the holds were live, `c` is marked broken instead (which
+  // bell it holds is not known).
   std::size_t free_all(Connection& c, const std::vector<HeldRow>& holds, bool ring = false) const;
   // Live holds among `holds` that record bell `from` record `to` instead
   // (after their session's bell moved on).

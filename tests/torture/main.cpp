@@ -4,8 +4,9 @@
 //                 [--quick] [--faults LIST] [--duration SECONDS]
 //   dlock_torture --cluster scripts/cluster.sh [--placement one|several] --out DIR ...
 //                 [--workers K] [--async-workers A] [--semaphore-workers S] [--rw-workers R]
-//                 [--threads T] [--names N]
+//                 [--multi-workers M] [--threads T] [--names N]
 //   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE RW
+//                 MULTI
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -30,7 +31,11 @@
 // (permits of "sem", bound kSemaphorePermits, each working on its slot's
 // resource with the slot's token), and --rw-workers the read-write workload
 // (read-write lock "rw": writes on resource "w", reads recorded on "v"; no
-// applied write may overlap an applied read). Exit status 0 only if the checker found no
+// applied write may overlap an applied read), and --multi-workers the
+// multi-lock workload (random sets of 2-8 of the names "m*" in random
+// order, one MultiLock each, every name's resource worked on with its
+// token; a set found partly held right after its acquire is a violation).
+// Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused) lost
 // updates and, with read-write workers, had writes overlapping reads.
 #include <cppconn/prepared_statement.h>
@@ -85,10 +90,11 @@ struct Config {
   std::string proxy_url;
   std::string placement = "several";
   std::set<std::string> faults;
-  int workers = 6, threads = 2, names = 3;
+  int workers = 7, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
+  int multi_workers = 1;      // of `workers`, how many run the multi-lock workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -196,6 +202,8 @@ struct RunResult {
   long handoffs = 0;  // holds handed straight to a local waiter (workers alive at the end)
   long write_handoffs = 0;  // of them, write sides of "rw" (the read-write workers')
   long permit_handoffs = 0;  // of them, permits of "sem" (the semaphore workers')
+  long multi_sets = 0;       // sets held by the multi-lock workers
+  long multi_sections = 0;   // and the names' critical sections they ran
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
@@ -264,6 +272,9 @@ class Run {
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('s" + std::to_string(n) + "')");
     // The read-write workload: writes on "w", reads recorded on "v".
     admin_.exec("INSERT INTO torture_resource (name) VALUES ('w'), ('v')");
+    // The multi-lock workload's names.
+    for (int n = 0; n < kMultiNames; ++n)
+      admin_.exec("INSERT INTO torture_resource (name) VALUES ('m" + std::to_string(n) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -290,7 +301,8 @@ class Run {
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
-                                            runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0"});
+                                            runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0",
+                                            runs_multi(s.index) ? "1" : "0"});
   }
 
   // Where library worker `index` connects: the run's URL on one server; on a
@@ -300,6 +312,13 @@ class Run {
     if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
     const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
     return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
+  }
+
+  // The multi-lock workers come right before the read-write ones.
+  bool runs_multi(int index) const {
+    const int first =
+        cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers - cfg_.multi_workers;
+    return index >= first && index < first + cfg_.multi_workers;
   }
 
   // The read-write workers come right before the semaphore ones.
@@ -646,6 +665,9 @@ class Run {
           outcome.emplace(a, "begin");
         } else if (word == "crash") {
           r.violations.push_back("an asynchronous worker's coroutine ended with an exception: " + line);
+        } else if (word == "partial") {
+          r.violations.push_back("a multi-lock returned without holding every name of its set (" + a + ": " + b +
+                                 " held)");
         } else if (word == "orphan") {
           r.violations.push_back("a command run by dlock outlived its dlock process (" + a + ")");
         } else {
@@ -653,6 +675,15 @@ class Run {
         }
       }
     }
+    std::set<std::string> sets;  // a multi-lock section's op is WORKER:mTHREAD:SEQ:NAME
+    for (const auto& [op, word] : outcome) {
+      const auto thread = op.find(":m");
+      if (thread != std::string::npos && std::count(op.begin(), op.end(), ':') == 3) {
+        sets.insert(op.substr(0, op.rfind(':')));
+        ++r.multi_sections;
+      }
+    }
+    r.multi_sets = static_cast<long>(sets.size());
     for (const auto& [op, word] : outcome) {
       if (word == "ok") ++r.ok;
       else if (word == "refused") ++r.refused;
@@ -867,6 +898,8 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| of them handed straight to a local waiter (workers alive at the end) | " << r.handoffs << " |\n";
   std::cout << "| of those, write sides of the read-write lock | " << r.write_handoffs << " |\n";
   std::cout << "| of those, semaphore permits | " << r.permit_handoffs << " |\n";
+  std::cout << "| multi-lock sets held (names worked on under them) | " << r.multi_sets << " (" << r.multi_sections
+            << ") |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
   std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "
@@ -894,7 +927,8 @@ int orchestrate(Config cfg) {
             << " of them asynchronous: " << 3 * cfg.threads << " coroutines on 2 threads; " << cfg.semaphore_workers
             << " on semaphore \"sem\" of " << kSemaphorePermits << " permits with " << cfg.threads + kSemaphorePermits
             << " threads; " << cfg.rw_workers
-            << " on read-write lock \"rw\"), " << cfg.names << " lock names, "
+            << " on read-write lock \"rw\"; " << cfg.multi_workers
+            << " on sets of 2-8 of " << kMultiNames << " names taken together), " << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")
                                            : "a " + std::to_string(kClusterNodes) + "-node Galera cluster (workers on " +
@@ -950,7 +984,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 15 && args[0] == "--worker") {
+    if (args.size() == 16 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -966,6 +1000,7 @@ int main(int argc, char** argv) {
       w.async = args[12] == "1";
       w.semaphore = args[13] == "1";
       w.rw = args[14] == "1";
+      w.multi = args[15] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -1004,6 +1039,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--async-workers") cfg.async_workers = std::stoi(value());
       else if (args[i] == "--semaphore-workers") cfg.semaphore_workers = std::stoi(value());
       else if (args[i] == "--rw-workers") cfg.rw_workers = std::stoi(value());
+      else if (args[i] == "--multi-workers") cfg.multi_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -1053,6 +1089,9 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--semaphore-workers must be 0 to --workers minus --async-workers");
     if (cfg.rw_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers > cfg.workers)
       throw std::invalid_argument("--rw-workers must be 0 to --workers minus the async and semaphore workers");
+    if (cfg.multi_workers < 0 ||
+        cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers > cfg.workers)
+      throw std::invalid_argument("--multi-workers must be 0 to --workers minus the async, semaphore and read-write workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

@@ -29,6 +29,15 @@ inline constexpr int kSemaphorePermits = 2;
 // it, whose holder lost it, is refused) and records a fenced read on "v". The
 // checker proves no applied write overlapped an applied read.
 
+// The multi-lock workload: threads take random sets of 2 to 8 of the lock
+// names "m0" .. "m<kMultiNames-1>", listed in random order, with one
+// MultiLock; inside, the fenced read-modify-write on each name's resource
+// with that name's token (the mutex checker proves no name had two holders).
+// Right after an acquire that took less than half a lease, every name of
+// the set must be held by the thread in the lock table, else the worker
+// records "partial" (a violation).
+inline constexpr int kMultiNames = 10;
+
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -57,6 +66,8 @@ struct WorkerArgs {
   bool semaphore = false;
   // The read-write workload: `threads` threads on read-write lock "rw".
   bool rw = false;
+  // The multi-lock workload: `threads` threads on sets of "m*" names.
+  bool multi = false;
 };
 
 int run_worker(const WorkerArgs& args);

@@ -295,6 +295,70 @@ struct Worker {
     }
   }
 
+  // One thread of the multi-lock workload (see kMultiNames).
+  void run_multi_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    const bool lease_mode = index % 2 == 1;
+    const std::uint64_t owner = Owner::this_thread().id();
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      std::vector<std::string> names;
+      for (int i = 0; i < kMultiNames; ++i) names.push_back("m" + std::to_string(i));
+      std::shuffle(names.begin(), names.end(), rng);
+      names.resize(2 + rng() % 7);
+      MultiLock set = client.get_multi_lock(names);
+      const auto asked = std::chrono::steady_clock::now();
+      bool acquired = false;
+      try {
+        acquired = lease_mode ? set.try_lock(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+                              : set.try_lock_for(std::chrono::seconds(2));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!acquired) continue;
+      const std::string op = args.machine_id + ":m" + std::to_string(index) + ":" + std::to_string(++seq);
+      try {
+        // Every name of the set is this thread's in the table. Only checked
+        // while no lease can have run out since the acquire began (a pause
+        // of the process may end a hold legitimately).
+        if (!db || db->broken()) db = details::Connection::open(settings);
+        std::string in;
+        for (std::size_t i = 0; i < names.size(); ++i) in += i == 0 ? "?" : ", ?";
+        auto& held = db->prepared("SELECT COUNT(*) FROM torture_lock WHERE kind = 1 AND slot = 0 AND lock_name IN (" +
+                                  in + ") AND state > 0 AND expire_time > NOW(6) AND machine_id = ? AND owner_id = ?"
+                                  " AND holder_pid = ?");
+        int k = 1;
+        for (const auto& n : names) held.setString(static_cast<unsigned>(k++), n);
+        held.setString(static_cast<unsigned>(k++), args.label);
+        held.setUInt64(static_cast<unsigned>(k++), owner);
+        held.setUInt64(static_cast<unsigned>(k), static_cast<std::uint64_t>(::getpid()));
+        std::unique_ptr<sql::ResultSet> rs(held.executeQuery());
+        const long count = rs->next() ? rs->getInt64(1) : -1;
+        rs.reset();
+        const auto took = std::chrono::steady_clock::now() - asked;
+        if (count != static_cast<long>(names.size()) && took < std::chrono::milliseconds(kWatchdogMs / 2))
+          history.line("partial " + op + " " + std::to_string(count) + "/" + std::to_string(names.size()));
+      } catch (const std::exception&) {
+        if (db) db->mark_broken();
+      }
+      for (const auto& name : names) {
+        std::uint64_t fence = 0;
+        try {
+          fence = set.fencing_token(name);
+        } catch (const BackendError&) {
+        }
+        if (fence == 0) continue;
+        history.line("acq " + name + " " + std::to_string(now_us()));
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op + ":" + name,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 3)); });
+      }
+      set.unlock();  // never throws for database trouble
+    }
+  }
+
   // One thread of the read-write workload: mostly reads, one in four a
   // write, of read-write lock "rw".
   void run_rw_thread(int index) {
@@ -454,7 +518,9 @@ int run_worker(const WorkerArgs& args) {
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
-        if (args.rw) {
+        if (args.multi) {
+          threads.emplace_back([&worker, t] { worker.run_multi_thread(t); });
+        } else if (args.rw) {
           threads.emplace_back([&worker, t] { worker.run_rw_thread(t); });
         } else if (args.semaphore) {
           threads.emplace_back([&worker, t] { worker.run_semaphore_thread(t); });
