@@ -1,17 +1,19 @@
 # Install rules: headers, the library, the exported target dlock::dlock, a
 # package config so consumers can `find_package(dlock CONFIG)`, and dlock.pc
-# for pkg-config.
+# for pkg-config; all in the `dev` component (the libdlock-dev package of
+# cmake/DlockPackaging.cmake). The command is the `cli` component
+# (cli/CMakeLists.txt).
 include(CMakePackageConfigHelpers)
 
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
 
-install(DIRECTORY include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(TARGETS dlock EXPORT dlockTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION ${DLOCK_CMAKE_DIR})
-install(FILES sql/schema.sql DESTINATION ${CMAKE_INSTALL_DATADIR}/dlock)
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev)
+install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION ${DLOCK_CMAKE_DIR} COMPONENT dev)
+install(FILES sql/schema.sql DESTINATION ${CMAKE_INSTALL_DATADIR}/dlock COMPONENT dev)
 
 configure_package_config_file(cmake/dlockConfig.cmake.in
   "${CMAKE_CURRENT_BINARY_DIR}/dlockConfig.cmake"
@@ -22,7 +24,7 @@ install(FILES
   "${CMAKE_CURRENT_BINARY_DIR}/dlockConfig.cmake"
   "${CMAKE_CURRENT_BINARY_DIR}/dlockConfigVersion.cmake"
   cmake/FindMySQLConnectorCpp.cmake
-  DESTINATION ${DLOCK_CMAKE_DIR})
+  DESTINATION ${DLOCK_CMAKE_DIR} COMPONENT dev)
 
 # pkg-config: `pkg-config --cflags --libs dlock` (add --static for the
 # default static library, which needs Connector/C++ and spdlog at link time).
@@ -33,5 +35,4 @@ if(BUILD_SHARED_LIBS)
   set(DLOCK_PC_CFLAGS " -DDLOCK_SHARED")
 endif()
 configure_file(cmake/dlock.pc.in "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" @ONLY)
-install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/dlock)
+install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)

@@ -5,7 +5,7 @@
 # wait_timeout; then a checker reads the audit trail and the histories.
 #
 #   scripts/torture.sh [--quick] [--faults LIST] [--duration SECONDS]
-#                      [--workers K] [--multi-workers M] [--threads T] [--names N]
+#                      [--workers K] [--multi-workers M] [--fair-workers F] [--threads T] [--names N]
 #                      [--cluster [--placement one|several]]
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,

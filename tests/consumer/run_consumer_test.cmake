@@ -1,11 +1,49 @@
 # ctest driver: install the built dlock into a scratch prefix, then build and
 # run tests/consumer against that prefix twice: with find_package(dlock
 # CONFIG), and with a plain compiler command line from pkg-config.
+# With -DDEBS=ON the prefix is the Debian packages instead: CPack builds
+# libdlock-dev and dlock from the build tree, both are unpacked into a
+# scratch root (as dpkg would install them, without touching the machine),
+# the packaged command's --version and manual page are checked, and the
+# root is removed at the end.
 file(REMOVE_RECURSE "${WORK_DIR}")
-execute_process(COMMAND ${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${WORK_DIR}/prefix"
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "install failed")
+if(DEBS)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=DESTDIR cpack -G DEB --config "${BINARY_DIR}/CPackConfig.cmake"
+                          -B "${WORK_DIR}/debs"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc)
+    message(FATAL_ERROR "cpack failed: ${out}")
+  endif()
+  file(GLOB debs "${WORK_DIR}/debs/*.deb")
+  list(LENGTH debs count)
+  if(NOT count EQUAL 2)
+    message(FATAL_ERROR "expected the two packages libdlock-dev and dlock, got: ${debs}")
+  endif()
+  foreach(deb IN LISTS debs)
+    execute_process(COMMAND dpkg-deb -x "${deb}" "${WORK_DIR}/root" RESULT_VARIABLE rc)
+    if(rc)
+      message(FATAL_ERROR "dpkg-deb -x ${deb} failed")
+    endif()
+  endforeach()
+  set(prefix "${WORK_DIR}/root/usr")
+  file(GLOB_RECURSE pcs "${prefix}/*/dlock.pc")
+  list(GET pcs 0 pc)
+  get_filename_component(pcdir "${pc}" DIRECTORY)
+  file(RELATIVE_PATH LIBDIR "${prefix}" "${pcdir}/..")
+  execute_process(COMMAND "${prefix}/bin/dlock" --version RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  if(rc OR NOT out MATCHES "^dlock [0-9]")
+    message(FATAL_ERROR "the packaged dlock command did not run: ${out}")
+  endif()
+  if(NOT EXISTS "${prefix}/share/man/man1/dlock.1.gz" OR NOT EXISTS "${prefix}/share/doc/dlock/copyright"
+     OR NOT EXISTS "${prefix}/share/doc/libdlock-dev/copyright")
+    message(FATAL_ERROR "the packages lack the manual page or a copyright file")
+  endif()
+else()
+  set(prefix "${WORK_DIR}/prefix")
+  execute_process(COMMAND ${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${prefix}" RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "install failed")
+  endif()
 endif()
 set(flags "")
 if(SANITIZE STREQUAL "address")
@@ -14,7 +52,7 @@ elseif(SANITIZE STREQUAL "thread")
   set(flags "-fsanitize=thread")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build"
-                -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
                 "-DCMAKE_CXX_FLAGS=${flags}" "-DCMAKE_EXE_LINKER_FLAGS=${flags}"
                 RESULT_VARIABLE rc)
 if(rc)
@@ -41,7 +79,7 @@ if(rc OR NOT out MATCHES "locked with fence [1-9]")
 endif()
 
 # pkg-config, as a Makefile or another build system would use it.
-set(ENV{PKG_CONFIG_PATH} "${WORK_DIR}/prefix/${LIBDIR}/pkgconfig")
+set(ENV{PKG_CONFIG_PATH} "${prefix}/${LIBDIR}/pkgconfig")
 execute_process(COMMAND pkg-config --cflags --libs --static dlock
                 RESULT_VARIABLE rc OUTPUT_VARIABLE pc_flags ERROR_VARIABLE pc_error OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(rc)
@@ -60,4 +98,7 @@ execute_process(COMMAND "${WORK_DIR}/consumer_pc" "${url}?table=${table}"
 message(STATUS "consumer (pkg-config) said: ${out}")
 if(rc OR NOT out MATCHES "locked with fence [1-9]")
   message(FATAL_ERROR "the pkg-config consumer did not run: ${rc}")
+endif()
+if(DEBS)
+  file(REMOVE_RECURSE "${WORK_DIR}/root")
 endif()

@@ -4,9 +4,9 @@
 //                 [--quick] [--faults LIST] [--duration SECONDS]
 //   dlock_torture --cluster scripts/cluster.sh [--placement one|several] --out DIR ...
 //                 [--workers K] [--async-workers A] [--semaphore-workers S] [--rw-workers R]
-//                 [--multi-workers M] [--threads T] [--names N]
+//                 [--multi-workers M] [--fair-workers F] [--threads T] [--names N]
 //   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE RW
-//                 MULTI
+//                 MULTI FAIR
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -34,7 +34,9 @@
 // applied write may overlap an applied read), and --multi-workers the
 // multi-lock workload (random sets of 2-8 of the names "m*" in random
 // order, one MultiLock each, every name's resource worked on with its
-// token; a set found partly held right after its acquire is a violation).
+// token; a set found partly held right after its acquire is a violation),
+// and --fair-workers the fair-lock workload (fair locks "f0" and "f1", two
+// threads per client, each grant's resource worked on with its token).
 // Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused) lost
 // updates and, with read-write workers, had writes overlapping reads.
@@ -90,11 +92,12 @@ struct Config {
   std::string proxy_url;
   std::string placement = "several";
   std::set<std::string> faults;
-  int workers = 7, threads = 2, names = 3;
+  int workers = 8, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
   int multi_workers = 1;      // of `workers`, how many run the multi-lock workload
+  int fair_workers = 1;       // of `workers`, how many run the fair-lock workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -272,9 +275,11 @@ class Run {
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('s" + std::to_string(n) + "')");
     // The read-write workload: writes on "w", reads recorded on "v".
     admin_.exec("INSERT INTO torture_resource (name) VALUES ('w'), ('v')");
-    // The multi-lock workload's names.
+    // The multi-lock workload's names, and the fair-lock workload's.
     for (int n = 0; n < kMultiNames; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('m" + std::to_string(n) + "')");
+    for (int n = 0; n < kFairNames; ++n)
+      admin_.exec("INSERT INTO torture_resource (name) VALUES ('f" + std::to_string(n) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -302,7 +307,7 @@ class Run {
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
                                             runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0",
-                                            runs_multi(s.index) ? "1" : "0"});
+                                            runs_multi(s.index) ? "1" : "0", runs_fair(s.index) ? "1" : "0"});
   }
 
   // Where library worker `index` connects: the run's URL on one server; on a
@@ -312,6 +317,13 @@ class Run {
     if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
     const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
     return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
+  }
+
+  // The fair-lock workers come right before the multi-lock ones.
+  bool runs_fair(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers -
+                      cfg_.multi_workers - cfg_.fair_workers;
+    return index >= first && index < first + cfg_.fair_workers;
   }
 
   // The multi-lock workers come right before the read-write ones.
@@ -928,7 +940,8 @@ int orchestrate(Config cfg) {
             << " on semaphore \"sem\" of " << kSemaphorePermits << " permits with " << cfg.threads + kSemaphorePermits
             << " threads; " << cfg.rw_workers
             << " on read-write lock \"rw\"; " << cfg.multi_workers
-            << " on sets of 2-8 of " << kMultiNames << " names taken together), " << cfg.names << " lock names, "
+            << " on sets of 2-8 of " << kMultiNames << " names taken together; " << cfg.fair_workers
+            << " on fair locks), " << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")
                                            : "a " + std::to_string(kClusterNodes) + "-node Galera cluster (workers on " +
@@ -984,7 +997,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 16 && args[0] == "--worker") {
+    if (args.size() == 17 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -1001,6 +1014,7 @@ int main(int argc, char** argv) {
       w.semaphore = args[13] == "1";
       w.rw = args[14] == "1";
       w.multi = args[15] == "1";
+      w.fair = args[16] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -1040,6 +1054,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--semaphore-workers") cfg.semaphore_workers = std::stoi(value());
       else if (args[i] == "--rw-workers") cfg.rw_workers = std::stoi(value());
       else if (args[i] == "--multi-workers") cfg.multi_workers = std::stoi(value());
+      else if (args[i] == "--fair-workers") cfg.fair_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -1092,6 +1107,10 @@ int main(int argc, char** argv) {
     if (cfg.multi_workers < 0 ||
         cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers > cfg.workers)
       throw std::invalid_argument("--multi-workers must be 0 to --workers minus the async, semaphore and read-write workers");
+    if (cfg.fair_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers +
+                                        cfg.fair_workers >
+                                    cfg.workers)
+      throw std::invalid_argument("--fair-workers must be 0 to --workers minus the other workloads' workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

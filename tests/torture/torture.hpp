@@ -37,6 +37,10 @@ inline constexpr int kSemaphorePermits = 2;
 // the set must be held by the thread in the lock table, else the worker
 // records "partial" (a violation).
 inline constexpr int kMultiNames = 10;
+// The fair-lock workload: threads take fair locks "f0" and "f1" (granted in
+// arrival order, handed over by the release itself) and do the fenced
+// read-modify-write on the name's resource with its token.
+inline constexpr int kFairNames = 2;
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -68,6 +72,8 @@ struct WorkerArgs {
   bool rw = false;
   // The multi-lock workload: `threads` threads on sets of "m*" names.
   bool multi = false;
+  // The fair-lock workload: `threads` threads per client on "f*".
+  bool fair = false;
 };
 
 int run_worker(const WorkerArgs& args);

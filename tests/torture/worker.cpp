@@ -295,6 +295,40 @@ struct Worker {
     }
   }
 
+  // One thread of the fair-lock workload (see kFairNames).
+  void run_fair_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    const bool lease_mode = index % 2 == 1;
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      const std::string name = "f" + std::to_string(rng() % static_cast<unsigned>(kFairNames));
+      Lock fair = client.get_fair_lock(name);
+      bool acquired = false;
+      try {
+        acquired = lease_mode ? fair.try_lock(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs))
+                              : fair.try_lock_for(std::chrono::seconds(2));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!acquired) continue;
+      history.line("acq " + name + " " + std::to_string(now_us()));
+      std::uint64_t fence = 0;
+      try {
+        fence = fair.fencing_token();
+      } catch (const BackendError&) {
+      }
+      if (fence != 0) {
+        const std::string op = args.machine_id + ":f" + std::to_string(index) + ":" + std::to_string(++seq);
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+      }
+      fair.unlock();  // never throws for database trouble
+    }
+  }
+
   // One thread of the multi-lock workload (see kMultiNames).
   void run_multi_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
@@ -514,11 +548,13 @@ int run_worker(const WorkerArgs& args) {
       // one to another); the semaphore workload runs more threads than
       // permits (so they wait, and permits are handed from one to another);
       // the others spread their threads over the clients.
-      const int count = args.rw          ? args.threads * static_cast<int>(clients.size())
+      const int count = args.rw || args.fair ? args.threads * static_cast<int>(clients.size())
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
-        if (args.multi) {
+        if (args.fair) {
+          threads.emplace_back([&worker, t] { worker.run_fair_thread(t); });
+        } else if (args.multi) {
           threads.emplace_back([&worker, t] { worker.run_multi_thread(t); });
         } else if (args.rw) {
           threads.emplace_back([&worker, t] { worker.run_rw_thread(t); });
