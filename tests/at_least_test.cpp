@@ -115,8 +115,8 @@ TEST_P(AtLeast, ALocalWaiterWakesAtTheWindowsEnd) {
   DatabaseDistributedLock a(o);
   Lock mine = handle(a, GetParam(), "job");
   Lock waiter = rival(a, GetParam(), "job");
-  mine.lock();
   const auto before_grant = Clock::now();
+  mine.lock();
   auto waited = std::async(std::launch::async, [&] {
     const bool had = waiter.try_lock_for(20s);
     const auto at = Clock::now();

@@ -291,7 +291,7 @@ class Engine {
   SetAttempt attempt_set(const std::vector<std::string>& names, std::uint64_t owner, bool watchdog, Millis lease);
   std::vector<std::unique_lock<std::mutex>> lock_set_stripes(const std::vector<std::string>& names, std::uint64_t owner);
   void free_set(const std::vector<std::pair<std::string, Hold>>& last);
-  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences);
+  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences, SteadyTime sent);
   bool waited_by_a_set(std::string_view name) const;
   void rang_for_waiters_elsewhere(NameKeyView key);
   void ring_when_idle(std::uint64_t session);

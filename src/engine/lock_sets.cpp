@@ -252,6 +252,7 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
     };
     std::size_t freed = 0;
     bool rang = false;
+    const auto sent = Clock::now();
     try {
       bool done = false;
       if (session != 0) {
@@ -288,7 +289,7 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
     if (freed < rows.size()) {
       std::vector<std::uint64_t> fences;
       for (std::size_t i : members) fences.push_back(last[i].second.fence);
-      report_set_losses(rows, fences);
+      report_set_losses(rows, fences, sent);
     }
     for (const auto& row : rows) {
       const NameKeyView key{Kind::kLock, row.key.name};
@@ -298,15 +299,20 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
   }
 }
 
-void Engine::report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences) {
-  // Some of the holds were no longer live: those whose row another hold
-  // has taken since are reported. (One freed by a force-unlock looks like
-  // one freed here; the watchdog reports those at its next renewal.)
+void Engine::report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences,
+                               SteadyTime sent) {
+  // Some of the holds were no longer live when the release ran: those whose
+  // row another hold took *before* it are reported, told by the new hold's
+  // age, which then exceeds the time since the release was sent (a row the
+  // release freed may have been taken again since, by a hold younger than
+  // that). One freed by a force-unlock looks like one freed here; the
+  // watchdog reports those at its next renewal.
   try {
     read([&](Connection& c) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const HoldRow now = rows_.read(c, rows[i].key);
-        if (now.live && now.hold_id != rows[i].hold_id)
+        const auto since_sent = std::chrono::duration_cast<Micros>(Clock::now() - sent).count();
+        if (now.live && now.hold_id != rows[i].hold_id && now.held_for_us && *now.held_for_us > since_sent)
           report_lost(NameKeyView{Kind::kLock, rows[i].key.name}, fences[i], "found already lost at unlock");
       }
       return 0;
