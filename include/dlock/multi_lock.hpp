@@ -42,6 +42,11 @@
 //   else at the poll or at the first blocking lease's end, and then tries
 //   the whole set again.
 //
+// ThreadSanitizer: an operation on a set holds the client's per-owner
+// mutex of each of its names for the statement's duration, so a set of 64
+// names holds up to 64 mutexes in one thread, past what TSan's deadlock
+// detector tracks; run such programs with TSAN_OPTIONS=detect_deadlocks=0.
+//
 // Asynchronous: async_lock, async_try_lock and async_unlock of
 // <dlock/asio.hpp> take a MultiLock too, with the same rules.
 //
