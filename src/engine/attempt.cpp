@@ -30,9 +30,7 @@ AcquireRequest Engine::make_request(NameKeyView key, std::uint64_t owner, std::o
   r.bound = bound;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(options_.watchdog_timeout);
-  r.forever = !wait.has_value() || *wait >= kForever;
-  r.single_attempt = !r.forever && *wait <= Millis::zero();
-  if (!r.forever) r.deadline = Clock::now() + *wait;
+  set_wait(wait, r.forever, r.single_attempt, r.deadline);
   HoldKind& k = kind(key.kind);
   if (!holds_.find(key, owner)) k.check(*this, r);
   return r;
@@ -57,15 +55,21 @@ AcquireStep Engine::attempt_step(const AcquireRequest& r) {
   // Holds of this client wake their waiters here when they end; the bell
   // watcher is for holds elsewhere.
   if (bells_ && a.foreign) bells_->arm(r.key);
-  return wait_step(r, a.ttl_us);
+  return wait_step(r.forever, r.deadline, a.ttl_us);
 }
 
-AcquireStep Engine::wait_step(const AcquireRequest& r, std::int64_t ttl_us) const {
+void Engine::set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline) {
+  forever = !wait.has_value() || *wait >= kForever;
+  single_attempt = !forever && *wait <= Millis::zero();
+  if (!forever) deadline = Clock::now() + *wait;
+}
+
+AcquireStep Engine::wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us) {
   AcquireStep step;  // kGaveUp
   // One millisecond past the blocking lease's end, so the retry finds it over.
   Micros wait = Micros(std::max<std::int64_t>(0, ttl_us) + 1000);
-  if (!r.forever) {
-    const auto left = std::chrono::duration_cast<Micros>(r.deadline - Clock::now());
+  if (!forever) {
+    const auto left = std::chrono::duration_cast<Micros>(deadline - Clock::now());
     if (left <= Micros::zero()) return step;
     wait = std::min(wait, left);
   }

@@ -273,7 +273,11 @@ class Engine {
   };
   Attempt attempt(HoldKind& k, const AcquireRequest& r);
   bool reenter(HoldKind& k, const AcquireRequest& r, const Hold& local);
-  AcquireStep wait_step(const AcquireRequest& r, std::int64_t ttl_us) const;
+  // The wait rule of every request: `wait` as given (nullopt or about a
+  // century: forever; <= 0: one attempt), and the step after a refusal
+  // whose blocking holds end within `ttl_us` (kGaveUp past the deadline).
+  static void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline);
+  static AcquireStep wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us);
   [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
   enum class Handoff { kHanded, kLost, kDeclined };
   void claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim);

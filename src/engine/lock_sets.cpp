@@ -23,7 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
 
-constexpr Millis kForever = std::chrono::hours(24 * 365 * 100);
 
 // Told of every wake of the set's names (WaiterRegistry::Watcher); sticky,
 // so a wake between a refused attempt and the wait is not lost.
@@ -122,9 +121,7 @@ SetRequest Engine::make_set_request(const std::vector<std::string>& names, std::
   r.owner = owner;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(options_.watchdog_timeout);
-  r.forever = !wait.has_value() || *wait >= kForever;
-  r.single_attempt = !r.forever && *wait <= Millis::zero();
-  if (!r.forever) r.deadline = Clock::now() + *wait;
+  set_wait(wait, r.forever, r.single_attempt, r.deadline);
   return r;
 }
 
@@ -139,15 +136,7 @@ AcquireStep Engine::set_step(const SetRequest& r) {
   // Releases elsewhere ring the bells of the holds that block the set.
   if (bells_)
     for (const auto& f : a.foreign) bells_->arm(NameKey(Kind::kLock, f));
-  Micros wait = Micros(a.ttl_us + 1000);  // just past the first blocking lease's end
-  if (!r.forever) {
-    const auto left = std::chrono::duration_cast<Micros>(r.deadline - Clock::now());
-    if (left <= Micros::zero()) return step;
-    wait = std::min(wait, left);
-  }
-  step.next = AcquireStep::Next::kWait;
-  step.wait = wait;
-  return step;
+  return wait_step(r.forever, r.deadline, a.ttl_us);  // until the first blocking lease ends
 }
 
 bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupted) {
