@@ -126,6 +126,34 @@ class DlockFairSession : public Session {
   DatabaseDistributedLock& client_;
 };
 
+// An election's leadership as a lock: campaign() takes it, resign() hands
+// it to the next candidate (the election's handoff).
+class DlockElectionSession : public Session {
+ public:
+  explicit DlockElectionSession(DatabaseDistributedLock& client) : client_(client), owner_(Owner::create()) {}
+  void lock(const std::string& name) override { (void)client_.get_election(name, owner_).campaign("bench"); }
+  void unlock(const std::string& name) override { client_.get_election(name, owner_).resign(); }
+
+ private:
+  DatabaseDistributedLock& client_;
+  Owner owner_;
+};
+
+class DlockElectionContender : public Contender {
+ public:
+  explicit DlockElectionContender(const std::string& url) {
+    Options o = Options::from_url(url);
+    o.table = "bench_dlock";
+    o.pool_size = 32;
+    client_ = std::make_unique<DatabaseDistributedLock>(o);
+  }
+  std::string name() const override { return "dlock-election"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<DlockElectionSession>(*client_); }
+
+ private:
+  std::unique_ptr<DatabaseDistributedLock> client_;
+};
+
 class DlockContender : public Contender {
  public:
   // `name` is the contender's report name; `tune` adjusts the options (the
@@ -468,6 +496,7 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
     return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kWrite);
   if (name == "dlock-fair")
     return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kFair);
+  if (name == "dlock-election") return std::make_unique<DlockElectionContender>(url);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
   // what the doorbell costs when nobody waits.
   if (name == "dlock-no-wakeup")

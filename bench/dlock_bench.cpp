@@ -823,6 +823,37 @@ struct Bench {
                  fa >= 1.8 * fl, false});
   }
 
+  // 10. Election: resign() hands the leadership to a candidate in another
+  // process, beside the plain lock's cross-process handoff and the floor in
+  // the same run.
+  void election() {
+    const int n = quick ? 20 : 300;
+    report.section("10. Election: resign() to the next leader in another process",
+                   "Handover: ms from resign() returning (and from the call) to the candidate in another process "
+                   "returning from campaign(), beside the plain lock's unlock() to lock() and the floor (release "
+                   "commit, signal, take commit on raw connections), measured the same way in this run.");
+    Summary floor_call, lock_call, election_call;
+    const Summary floor_return = handoff_cross_process("floor", n, false, "election-floor-op", 1s, "", &floor_call);
+    const Summary lock_return = handoff_cross_process("dlock-watchdog", n, false, "election-lock-op", 1s, "", &lock_call);
+    const Summary election_return =
+        handoff_cross_process("dlock-election", n, false, "election-op", 1s, "", &election_call);
+    report.table({"handover, other process", "n", "median ms from return", "p99 ms", "median ms from call",
+                  "median vs floor"},
+                 {{"floor (two commits)", std::to_string(floor_return.n), num(floor_return.median),
+                   num(floor_return.p99), num(floor_call.median), "1.00"},
+                  {"dlock-watchdog (lock: unlock() to lock())", std::to_string(lock_return.n), num(lock_return.median),
+                   num(lock_return.p99), num(lock_call.median), num(lock_call.median / floor_call.median, 2)},
+                  {"dlock-election (resign() to campaign())", std::to_string(election_return.n),
+                   num(election_return.median), num(election_return.p99), num(election_call.median),
+                   num(election_call.median / floor_call.median, 2)}});
+    report.json("election", "{\"handover_ms\": " + num(election_return.median) + ", \"handover_p99_ms\": " +
+                                num(election_return.p99) + ", \"handover_from_call_ms\": " + num(election_call.median) +
+                                ", \"lock_handoff_ms\": " + num(lock_return.median) + ", \"floor_ms\": " +
+                                num(floor_return.median) + "}");
+    report.goal({"election handover after resign() returned, other process: median <= 2 ms",
+                 num(election_return.median) + " ms", election_return.median <= 2.0, false});
+  }
+
   // 9. MultiLock: an uncontended lock()+unlock() of 1, 8 and 64 names,
   // statements and transactions per cycle counted by the server (Questions,
   // Handler_commit), beside a raw floor on the same table shape: one
@@ -1997,6 +2028,7 @@ int main(int argc, char** argv) {
     if (selected("handoff")) bench.handoff_from_call();
     if (selected("hotlock")) bench.hot_lock();
     if (selected("fairlock")) bench.fair_lock();
+    if (selected("election")) bench.election();
     if (selected("multilock")) bench.multi_lock();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();

@@ -3,6 +3,8 @@
 //
 //   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-s | -x | --permits N] [-E CODE] NAME COMMAND [ARGS...]
 //   dlock [--url URL] [--table T] run [-w DUR | -n] [--lease DUR] [-E CODE] -c 'SHELL COMMAND' NAME
+//   dlock [--url URL] [--table T] elect [-w DUR | -n] [--value V] [-E CODE] NAME COMMAND [ARGS...]
+//   dlock [--url URL] [--table T] leader [--json] [--watch] NAME
 //   dlock [--url URL] [--table T] status [--json] [NAME...]
 //   dlock [--url URL] [--table T] force-unlock [--semaphore | -s | -x | --read-write] NAME...
 //   dlock [--url URL] [--table T] init [--print-sql]
@@ -23,6 +25,7 @@
 #include "admin_commands.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
+#include "leader_command.hpp"
 #include "lock_view.hpp"
 #include "run_command.hpp"
 #include "api/tools.hpp"
@@ -33,11 +36,12 @@ using namespace dlock;
 using namespace dlock::cli;
 
 constexpr const char* kExitCodesHelp =
-    "Exit codes: 0 success, or the command's own status with `run` (killed by\n"
-    "signal N: 128+N); 1 `run` could not get the lock in time (-E/--conflict-exit-code)\n"
-    "or `force-unlock` found a name not held; 2 bad command line; 3 database\n"
-    "error; 126 `run`: the command is not executable; 127 `run`: the command was\n"
-    "not found; 200 `run` lost the lock while the command ran (it was terminated).\n"
+    "Exit codes: 0 success, or the command's own status with `run` and `elect` (killed\n"
+    "by signal N: 128+N); 1 `run` could not get the lock in time, `elect` did not become\n"
+    "leader in time (-E/--conflict-exit-code), or `force-unlock` found a name not held;\n"
+    "2 bad command line; 3 database error; 126 the command is not executable; 127 the\n"
+    "command was not found; 200 `run` lost the lock (`elect`: the leadership) while the\n"
+    "command ran (it was terminated).\n"
     "Durations: seconds (5, 0.5) or with units: 500ms, 1.5s, 1m30s, 2h.\n"
     "Connection: --url mysql://user[:password]@host:port[,host:port...]/database[?table=T&...]\n"
     "or DLOCK_URL; the password may instead come from DLOCK_PASSWORD or\n"
@@ -156,6 +160,39 @@ int main(int argc, char** argv) {
       "on each host) runs the job once per minute, however fast it ends and however the\n"
       "hosts' clocks differ by less than 10s.");
 
+  RunArgs elect;
+  elect.elect = true;
+  std::string elect_wait_text, elect_kill_after_text = "10s", elect_check_text = "1s", elect_shell_command;
+  bool elect_no_wait = false;
+  auto* elect_cmd = app.add_subcommand("elect", "campaign in an election and run a command while leader");
+  elect_cmd->prefix_command();
+  elect_cmd->fallthrough(false);
+  auto* elect_wait_opt = elect_cmd->add_option("-w,--wait", elect_wait_text,
+                                               "give up campaigning after this long (default: forever)");
+  elect_cmd->add_flag("-n,--nonblock,--no-wait", elect_no_wait, "one attempt; do not wait")->excludes(elect_wait_opt);
+  elect_cmd->add_option("--value", elect.value, "what the leader proclaims (up to 64 KiB; default: empty)");
+  elect_cmd->add_option("-E,--conflict-exit-code", elect.conflict_exit_code,
+                        "exit code when not leader in time (default 1)")
+      ->check(CLI::Range(0, 255));
+  elect_cmd->add_option("-c,--command", elect_shell_command, "run this through `sh -c` (then give only NAME)");
+  elect_cmd->add_option("--kill-after", elect_kill_after_text,
+                        "grace between SIGTERM and SIGKILL on a lost leadership (default 10s)");
+  elect_cmd->add_option("--check-interval", elect_check_text,
+                        "how often the leadership is confirmed while the command runs (default 1s)");
+  elect_cmd->footer(
+      "Usage: dlock elect [OPTIONS] NAME COMMAND [ARGS...]\n"
+      "       dlock elect [OPTIONS] -c 'SHELL COMMAND' NAME\n"
+      "Waits until leader of election NAME, runs the command with DLOCK_NAME, DLOCK_TERM\n"
+      "and DLOCK_FENCE (both the term, a fencing token) in its environment, and resigns when\n"
+      "it exits, so a candidate elsewhere takes over at once. A leadership lost meanwhile\n"
+      "stops the command as `dlock run` does (exit 200). A leader that dies is replaced once\n"
+      "its lease ends.");
+  std::string leader_name;
+  bool leader_json = false, leader_watch = false;
+  auto* leader_cmd = app.add_subcommand("leader", "show who leads an election (value, term, host, pid, since)");
+  leader_cmd->add_option("name", leader_name, "election name")->required();
+  leader_cmd->add_flag("--json", leader_json, "one JSON object per line");
+  leader_cmd->add_flag("--watch", leader_watch, "print one line per change until interrupted");
   bool json = false;
   std::vector<std::string> status_names;
   auto* status_cmd = app.add_subcommand("status", "show held locks and semaphores, or the named ones");
@@ -235,6 +272,33 @@ int main(int argc, char** argv) {
       run.kill_after = parse_duration(kill_after_text, true);
       run.check_interval = parse_duration(check_text);
       return run_command(options, run);
+    }
+    if (elect_cmd->parsed()) {
+      std::vector<std::string> rest = elect_cmd->remaining();
+      if (rest.empty() || rest.front() == "--")
+        throw std::invalid_argument("elect: an election name is needed before the command (dlock elect NAME COMMAND...)");
+      if (rest.front().size() > 1 && rest.front()[0] == '-')
+        throw std::invalid_argument("elect: unknown option " + rest.front() + " (the election name comes after the options)");
+      elect.name = rest.front();
+      rest.erase(rest.begin());
+      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+      if (!elect_shell_command.empty()) {
+        if (!rest.empty()) throw std::invalid_argument("elect: -c takes the whole command; give only NAME after it");
+        rest = {"sh", "-c", elect_shell_command};
+      }
+      if (rest.empty()) throw std::invalid_argument("elect: no command to run after the election name " + elect.name);
+      elect.command = rest;
+      validate_names({elect.name});
+      if (elect.value.size() > 64 * 1024) throw std::invalid_argument("elect: --value is at most 64 KiB");
+      if (elect_no_wait) elect.wait = Millis::zero();
+      if (!elect_wait_text.empty()) elect.wait = parse_duration(elect_wait_text, true);
+      elect.kill_after = parse_duration(elect_kill_after_text, true);
+      elect.check_interval = parse_duration(elect_check_text);
+      return run_command(options, elect);
+    }
+    if (leader_cmd->parsed()) {
+      validate_names({leader_name});
+      return leader_command(options, leader_name, leader_json, leader_watch);
     }
     if (status_cmd->parsed()) {
       if (status_hex)

@@ -1,4 +1,6 @@
 // `dlock run`: acquire, run the command while holding the lock, release.
+// `dlock elect`: campaign, run the command while leader, resign; a lost
+// leadership stops the command as a lost lock does.
 //
 // Process layout. dlock forks a small *keeper* process that makes itself the
 // leader of a new process group, then forks and execs the command inside that
@@ -116,12 +118,13 @@ std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fe
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "DLOCK_NAME=", 11) == 0 || std::strncmp(*e, "DLOCK_FENCE=", 12) == 0 ||
-        std::strncmp(*e, "DLOCK_SLOT=", 11) == 0)
+        std::strncmp(*e, "DLOCK_SLOT=", 11) == 0 || std::strncmp(*e, "DLOCK_TERM=", 11) == 0)
       continue;
     env.emplace_back(*e);
   }
   env.push_back("DLOCK_NAME=" + args.name);
   env.push_back("DLOCK_FENCE=" + std::to_string(fence));
+  if (args.elect) env.push_back("DLOCK_TERM=" + std::to_string(fence));  // the term is the fence
   return env;
 }
 
@@ -304,8 +307,8 @@ int reap(pid_t keeper) {
 }
 
 // What dlock holds while the command runs: the lock NAME, one permit of the
-// semaphore NAME (--permits), or a side of the read-write lock NAME
-// (--shared, --exclusive).
+// semaphore NAME (--permits), a side of the read-write lock NAME (--shared,
+// --exclusive), or the leadership of election NAME (`dlock elect`).
 class Held {
  public:
   Held(DatabaseDistributedLock& client, const Options& options, const RunArgs& args)
@@ -317,13 +320,22 @@ class Held {
         lock_(args.side == details::LockSide::kMutex  ? client.get_lock(args.name)
               : args.side == details::LockSide::kFair ? client.get_fair_lock(args.name)
               : args.side == details::LockSide::kRead ? client.get_read_write_lock(args.name).read_lock()
-                                                      : client.get_read_write_lock(args.name).write_lock()) {}
+                                                      : client.get_read_write_lock(args.name).write_lock()),
+        election_(args.elect ? std::optional<Election>(client.get_election(args.name)) : std::nullopt) {}
 
   // One wait with the library's own deadline (its bells and poller), not a
   // series of short waits that re-arm them every time. False: not had
   // (refused, timed out, or `interrupted`).
   bool acquire(const std::atomic<bool>& interrupted) {
     const bool once = args_.wait && *args_.wait <= Millis::zero();
+    if (election_) {
+      details::AcquireRequest request =
+          engine_.make_request(key(), Owner::this_thread().id(), std::nullopt, args_.wait);
+      request.value = args_.value;
+      const auto term = engine_.campaign(request, once ? nullptr : &interrupted);
+      term_ = term.value_or(0);
+      return term.has_value();
+    }
     const std::uint64_t owner = semaphore_ ? Owner::create().id() : Owner::this_thread().id();
     const details::AcquireRequest request =
         engine_.make_request(key(), owner, args_.lease, args_.wait, args_.permits);
@@ -339,6 +351,12 @@ class Held {
   // Who has it, for the refusal message.
   std::string holders() {
     try {
+      if (election_) {
+        const details::ElectionRow row = engine_.election(args_.name);
+        if (!row.live) return "nobody (a campaign elsewhere is about to win)";
+        return row.machine + " (host " + row.host + ", pid " + std::to_string(row.pid) + "), term " +
+               std::to_string(row.fence);
+      }
       const auto rows = details::list_rows(options_, {args_.name});
       if (args_.side == details::LockSide::kFair) {
         for (const auto& row : rows)
@@ -363,25 +381,32 @@ class Held {
     return "another owner";
   }
   // The fencing token: the lock's (or the side's), or the permit's slot's.
-  std::uint64_t fence() { return semaphore_ ? permit_.fencing_token() : lock_.fencing_token(); }
+  std::uint64_t fence() {
+    if (election_) return term_;
+    return semaphore_ ? permit_.fencing_token() : lock_.fencing_token();
+  }
   // The permit's slot (0 for a lock).
   std::uint32_t slot() { return semaphore_ ? permit_.slot() : 0; }
   // Throws BackendError when it cannot tell.
   bool still_held() {
+    if (election_) return election_->is_leader();
     if (!semaphore_) return lock_.is_held_by_current_thread();
     return permit_.held() && engine_.confirmed_hold(key(), owner_).has_value();
   }
   // With `at_least` (the command has run): kept taken that long after the
   // grant.
   void release(Millis at_least = Millis::zero()) {
-    if (semaphore_) {
+    if (election_) {
+      election_->resign();  // never throws for database trouble
+    } else if (semaphore_) {
       permit_.release();  // never throws
     } else {
       lock_.unlock_at_least(at_least);  // never throws for database trouble
     }
   }
   const char* what() const {
-    return args_.permits != 0                           ? "the permit"
+    return args_.elect                                  ? "the leadership"
+           : args_.permits != 0                         ? "the permit"
            : args_.side == details::LockSide::kRead  ? "the read lock"
            : args_.side == details::LockSide::kWrite ? "the write lock"
            : args_.side == details::LockSide::kFair  ? "the fair lock"
@@ -391,6 +416,7 @@ class Held {
  private:
   details::NameKeyView key() const {
     if (semaphore_) return details::NameKeyView{details::Kind::kSemaphore, args_.name};
+    if (election_) return details::NameKeyView{details::Kind::kElection, args_.name};
     return details::key_of(args_.side, args_.name);
   }
   details::Engine& engine_;
@@ -400,6 +426,8 @@ class Held {
   Lock lock_;      // the lock, or the side of the read-write lock (unless --permits)
   Permit permit_;  // with --permits
   std::uint64_t owner_ = 0;
+  std::optional<Election> election_;  // `dlock elect`
+  std::uint64_t term_ = 0;
 };
 
 }  // namespace
@@ -435,11 +463,12 @@ int run_command(Options options, const RunArgs& args) {
   if (!acquired) {
     if (interrupted) return 128 + pending.load();
     std::cerr << "dlock: "
-              << (args.permits != 0                           ? "semaphore "
+              << (args.elect                                  ? "election "
+                  : args.permits != 0                         ? "semaphore "
                   : args.side == details::LockSide::kFair  ? "fair lock "
                   : args.side != details::LockSide::kMutex ? "read-write lock "
                                                            : "")
-              << readable_name(args.name) << " is held by "
+              << readable_name(args.name) << (args.elect ? " is led by " : " is held by ")
               << held.holders()
               << (args.wait && *args.wait > Millis::zero() ? "; gave up after " + format_duration(*args.wait) : "")
               << "\n";

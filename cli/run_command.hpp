@@ -1,5 +1,6 @@
 // `dlock run`: hold a lock (a semaphore permit, or a side of a read-write
-// lock) while a command runs, like flock(1).
+// lock) while a command runs, like flock(1). `dlock elect`: the same with
+// the leadership of an election.
 #pragma once
 
 #include <dlock/lock.hpp>
@@ -27,6 +28,10 @@ struct RunArgs {
   // long after the grant (Lock::unlock_at_least), so a job started by cron
   // on several hosts runs once per slot. Zero: released at once.
   Millis at_least{0};
+  // `dlock elect`: campaign in election `name` with `value`, run the
+  // command while leader, resign when it ends.
+  bool elect = false;
+  std::string value;
   int conflict_exit_code = 1;
   Millis kill_after{10'000};
   // How often the hold is confirmed in the database while the command runs,

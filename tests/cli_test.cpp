@@ -77,6 +77,88 @@ TEST_F(Cli, AtLeastRunsAJobStartedOnSeveralHostsOncePerSlot) {
   EXPECT_EQ(run(args({"run", "--at-least", "1s", "--permits", "2", "nightly", "--", "true"})).second, 2);
 }
 
+TEST_F(Cli, ElectRunsTheCommandWhileLeaderAndResignsAfter) {
+  const std::string env = file("env");
+  auto [out, code] = run(args({"elect", "--value", "10.0.0.7:80", "sched", "--", "sh", "-c",
+                               "echo \"$DLOCK_NAME $DLOCK_TERM $DLOCK_FENCE\" > '" + env + "'; exit 3"}));
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_EQ(slurp(env), "sched 1 1\n");
+  DatabaseDistributedLock client(options_);
+  Election e = client.get_election("sched");
+  EXPECT_FALSE(e.leader().leader.has_value()) << "still led after the command ended";
+  // While one leads, a second candidate with -n does not run; with a wait it
+  // runs once the first resigns, with a greater term.
+  const std::string log = file("log");
+  ChildProcess first(test::cli_path(),
+                     args({"elect", "--value", "first", "sched", "--", "sh", "-c",
+                           "echo first $DLOCK_TERM >> '" + log + "'; sleep 1; echo first-end >> '" + log + "'"}),
+                     true);
+  ASSERT_TRUE(test::wait_until([&] { return e.leader().leader.has_value(); }, 20s));
+  EXPECT_EQ(e.leader().leader->value, "first");
+  std::tie(out, code) = run(args({"elect", "-n", "sched", "--", "touch", file("ran")}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("is led by"), std::string::npos) << out;
+  EXPECT_FALSE(exists(file("ran")));
+  std::tie(out, code) = run(args({"elect", "--wait", "20s", "sched", "--", "sh", "-c",
+                                  "echo second $DLOCK_TERM >> '" + log + "'"}));
+  EXPECT_EQ(code, 0) << out;
+  int status = 0;
+  first.read_all_and_wait(20s, status);
+  EXPECT_EQ(slurp(log), "first 2\nfirst-end\nsecond 3\n");
+  // Bad input is a usage error before anything runs.
+  EXPECT_EQ(run(args({"elect", "--value", std::string(64 * 1024 + 1, 'x'), "sched", "--", "true"})).second, 2);
+  EXPECT_EQ(run(args({"elect", "sched"})).second, 2);
+}
+
+TEST_F(Cli, ElectStopsTheCommandWhenLeadershipIsLost) {
+  const std::string marker = file("survived");
+  ChildProcess elect(test::cli_path(),
+                     args({"elect", "--check-interval", "100ms", "--kill-after", "1s", "sched", "--", "sh", "-c",
+                           "sleep 30; touch '" + marker + "'"}),
+                     true);
+  DatabaseDistributedLock client(options_);
+  Election e = client.get_election("sched");
+  ASSERT_TRUE(test::wait_until([&] { return e.leader().leader.has_value(); }, 20s));
+  test::execute_sql("UPDATE `" + options_.table + "` SET expire_time = NOW(6) - INTERVAL 1 SECOND WHERE kind = 6");
+  ASSERT_TRUE(e.try_campaign("thief", 5000ms).has_value());
+  int status = 0;
+  const std::string out = elect.read_all_and_wait(20s, status);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), kLockLost) << out;
+  EXPECT_NE(out.find("lost the leadership"), std::string::npos) << out;
+  EXPECT_FALSE(exists(marker));
+  e.resign();
+}
+
+TEST_F(Cli, LeaderShowsTheLeaderAndWatchesChanges) {
+  auto [out, code] = run(args({"leader", "svc"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("no leader"), std::string::npos) << out;
+  ChildProcess watch(test::cli_path(), args({"leader", "--watch", "--json", "svc"}), true);
+  ASSERT_TRUE(watch.wait_for_line("{", 20s).has_value());  // the state now
+  DatabaseDistributedLock client(options_);
+  Election e = client.get_election("svc");
+  const std::uint64_t term = e.campaign(std::string("v\0x", 3));
+  const auto led = watch.wait_for_line("{", 20s);
+  ASSERT_TRUE(led.has_value());
+  EXPECT_NE(led->find("\"term\":" + std::to_string(term)), std::string::npos) << *led;
+  EXPECT_NE(led->find("\"pid\":" + std::to_string(::getpid())), std::string::npos) << *led;
+  EXPECT_NE(led->find("\"since\":"), std::string::npos) << *led;
+  e.proclaim("w");
+  const auto proclaimed = watch.wait_for_line("{", 20s);
+  ASSERT_TRUE(proclaimed.has_value());
+  EXPECT_NE(proclaimed->find("\"value\":\"w\""), std::string::npos) << *proclaimed;
+  e.resign();
+  const auto gone = watch.wait_for_line("{", 20s);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_NE(gone->find("\"leader\":null"), std::string::npos) << *gone;
+  watch.kill(SIGINT);
+  EXPECT_TRUE(watch.wait(10s).has_value()) << "--watch did not end on SIGINT";
+  std::tie(out, code) = run(args({"leader", "--json", "svc"}));
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("\"leader\":null"), std::string::npos) << out;
+}
+
 TEST_F(Cli, WaitGivesUpAfterAboutTheGivenTime) {
   DatabaseDistributedLock holder(options_);
   holder.lock("busy");

@@ -35,6 +35,15 @@
 //   dlock_test_helper URL wait NAME WAIT_MS
 //       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
 //       (milliseconds waited), releases and exits.
+//   dlock_test_helper URL campaign NAME VALUE
+//       campaigns with VALUE; prints "leader TERM", then holds until killed.
+//   dlock_test_helper URL campaign-for NAME VALUE MS
+//       campaigns; prints "leader TERM AT_NS" (AT_NS: CLOCK_MONOTONIC when it
+//       became leader), leads MS milliseconds, resigns, prints "resigned
+//       AT_NS" (right after resign() returned) and exits.
+//   dlock_test_helper URL observe NAME COUNT
+//       observes from revision 0; prints "view REVISION TERM VALUE" (or
+//       "view REVISION none") for COUNT changes, then "done".
 #include <dlock/dlock.hpp>
 
 #include <cppconn/prepared_statement.h>
@@ -123,6 +132,41 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[4])));
       client.unlock(name);
       std::cout << "released" << std::endl;
+      return 0;
+    }
+    const auto monotonic_ns = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    if (command == "campaign" && argc == 5) {
+      dlock::Election election = client.get_election(name);
+      std::cout << "leader " << election.campaign(argv[4]) << std::endl;
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (command == "campaign-for" && argc == 6) {
+      dlock::Election election = client.get_election(name);
+      const std::uint64_t term = election.campaign(argv[4]);
+      std::cout << "leader " << term << " " << monotonic_ns() << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(argv[5])));
+      election.resign();
+      std::cout << "resigned " << monotonic_ns() << std::endl;
+      return 0;
+    }
+    if (command == "observe" && argc == 5) {
+      dlock::Election election = client.get_election(name);
+      std::uint64_t seen = 0;
+      for (int i = 0, n = std::stoi(argv[4]); i < n;) {
+        const auto view = election.observe(seen, std::chrono::seconds(60));
+        if (!view) continue;
+        seen = view->revision;
+        ++i;
+        if (view->leader) {
+          std::cout << "view " << view->revision << " " << view->leader->term << " " << view->leader->value << std::endl;
+        } else {
+          std::cout << "view " << view->revision << " none" << std::endl;
+        }
+      }
+      std::cout << "done" << std::endl;
       return 0;
     }
     if (command == "rmw" && argc == 6) {

@@ -92,6 +92,7 @@
 #include <type_traits>
 
 #include "dlock/distributed_lock.hpp"
+#include "dlock/election.hpp"
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
@@ -115,7 +116,10 @@ class AsyncCompletion {
   // `value`: nonzero when acquired: for a semaphore, the permit's own
   // owner, which the completion turns into the handler's Permit (so a
   // handler that never runs still releases it). Ignored by async_unlock.
+  // For async_campaign, `value` is the term.
   virtual void complete(std::exception_ptr error, std::uint64_t value) noexcept = 0;
+  // async_observe: the view its handler gets, given right before complete().
+  virtual void set_view(LeaderView view) noexcept { (void)view; }
   static void finish(std::unique_ptr<AsyncCompletion> completion, std::exception_ptr error,
                      std::uint64_t value) noexcept {
     completion.release()->complete(std::move(error), value);
@@ -143,6 +147,12 @@ DLOCK_API void start_async_lock(const MultiLock& set, std::optional<Millis> leas
                                 std::unique_ptr<AsyncCompletion> completion,
                                 std::shared_ptr<CancellationState> cancel);
 DLOCK_API void start_async_unlock(const MultiLock& set, std::unique_ptr<AsyncCompletion> completion);
+DLOCK_API void start_async_campaign(const Election& election, std::string_view value,
+                                    std::unique_ptr<AsyncCompletion> completion,
+                                    std::shared_ptr<CancellationState> cancel);
+DLOCK_API void start_async_observe(const Election& election, std::uint64_t after_revision,
+                                   std::unique_ptr<AsyncCompletion> completion,
+                                   std::shared_ptr<CancellationState> cancel);
 DLOCK_API void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease,
                                    std::optional<Millis> wait, std::unique_ptr<AsyncCompletion> completion,
                                    std::shared_ptr<CancellationState> cancel);
@@ -157,7 +167,9 @@ enum class Result {
   kNone,           // void(std::exception_ptr)
   kAcquired,       // void(std::exception_ptr, bool)
   kPermit,         // void(std::exception_ptr, Permit)
-  kOptionalPermit  // void(std::exception_ptr, std::optional<Permit>)
+  kOptionalPermit,  // void(std::exception_ptr, std::optional<Permit>)
+  kTerm,            // void(std::exception_ptr, std::uint64_t)
+  kLeaderView       // void(std::exception_ptr, LeaderView)
 };
 // Wraps a completion handler: counts outstanding work on its executor
 // while pending and invokes it there, as Asio's own operations do (dispatch
@@ -200,7 +212,7 @@ class HandlerCompletion final : public AsyncCompletion {
     // executor (an executor_binder's move copies it): the moved-from member
     // goes with `delete this`, before the dispatch, and the moved-from
     // lambda below holds only an empty box.
-    auto call = std::make_unique<Call>(std::move(handler_), std::move(error), id != 0, std::move(permit));
+    auto call = std::make_unique<Call>(std::move(handler_), std::move(error), id, std::move(permit), std::move(view_));
     delete this;
     auto run = [call = std::move(call)]() mutable { call->run(); };
     if constexpr (kNoExecutor) {
@@ -215,8 +227,8 @@ class HandlerCompletion final : public AsyncCompletion {
 
  private:
   struct Call {
-    Call(Handler&& h, std::exception_ptr e, bool a, Permit p)
-        : handler(std::move(h)), error(std::move(e)), acquired(a), permit(std::move(p)) {}
+    Call(Handler&& h, std::exception_ptr e, std::uint64_t v, Permit p, LeaderView l)
+        : handler(std::move(h)), error(std::move(e)), value(v), permit(std::move(p)), view(std::move(l)) {}
     void run() {
 #if BOOST_VERSION >= 107700
       // The operation is over: the cancellation handler it installed (which
@@ -224,19 +236,24 @@ class HandlerCompletion final : public AsyncCompletion {
       // handler's executor, where the slot's signal is emitted.
       boost::asio::get_associated_cancellation_slot(handler).clear();
 #endif
-      invoke(handler, std::move(error), acquired, std::move(permit));
+      invoke(handler, std::move(error), value, std::move(permit), std::move(view));
     }
     Handler handler;
     std::exception_ptr error;
-    bool acquired;
+    std::uint64_t value;
     Permit permit;
+    LeaderView view;
   };
 
-  static void invoke(Handler& handler, std::exception_ptr error, bool acquired, Permit permit) {
+  static void invoke(Handler& handler, std::exception_ptr error, std::uint64_t value, Permit permit, LeaderView view) {
     if constexpr (R == Result::kNone) {
       std::move(handler)(std::move(error));
     } else if constexpr (R == Result::kAcquired) {
-      std::move(handler)(std::move(error), acquired);
+      std::move(handler)(std::move(error), value != 0);
+    } else if constexpr (R == Result::kTerm) {
+      std::move(handler)(std::move(error), value);
+    } else if constexpr (R == Result::kLeaderView) {
+      std::move(handler)(std::move(error), std::move(view));
     } else if constexpr (R == Result::kPermit) {
       std::move(handler)(std::move(error), std::move(permit));
     } else {
@@ -246,9 +263,12 @@ class HandlerCompletion final : public AsyncCompletion {
     }
   }
 
+  void set_view(LeaderView view) noexcept override { view_ = std::move(view); }
+
   Handler handler_;
   Work work_;
   std::optional<Semaphore> semaphore_;  // set for the permit results
+  LeaderView view_;                     // set for async_observe
 };
 
 template <Result R, class Handler>
@@ -294,6 +314,23 @@ struct AcquireInitiation {
                   std::optional<Millis> wait) const {
     auto cancel = connect_cancellation(handler);
     start_async_acquire(*semaphore, lease, wait, wrap_handler<R>(std::move(handler), *semaphore), std::move(cancel));
+  }
+};
+
+struct CampaignInitiation {
+  template <class Handler>
+  void operator()(Handler&& handler, const Election* election, const std::string& value) const {
+    auto cancel = connect_cancellation(handler);
+    start_async_campaign(*election, value, wrap_handler<Result::kTerm>(std::move(handler)), std::move(cancel));
+  }
+};
+
+struct ObserveInitiation {
+  template <class Handler>
+  void operator()(Handler&& handler, const Election* election, std::uint64_t after_revision) const {
+    auto cancel = connect_cancellation(handler);
+    start_async_observe(*election, after_revision, wrap_handler<Result::kLeaderView>(std::move(handler)),
+                        std::move(cancel));
   }
 };
 
@@ -378,6 +415,31 @@ template <class Token>
 auto async_try_lock(const MultiLock& set, Millis wait, Millis lease, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr, bool)>(
       asio_impl::LockInitiation<asio_impl::Result::kAcquired>{}, token, &set, std::optional<Millis>(lease), std::optional<Millis>(wait));
+}
+
+// Campaigns in `election` with `value`, waiting as long as it takes (like
+// Election::campaign): the term once this owner leads (at once when it
+// leads already). Bind the Election to an owner (get_election(name,
+// owner)) when the leadership is used from a coroutine. Cancelled (by
+// cancel(owner), a cancellation slot or the client's destruction): it
+// leads nothing. Errors as for campaign: LockLostError, BackendError,
+// std::invalid_argument (a value over 64 KiB), Cancelled. Handler:
+// void(std::exception_ptr, std::uint64_t term).
+template <class Token>
+auto async_campaign(const Election& election, std::string_view value, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, std::uint64_t)>(
+      asio_impl::CampaignInitiation{}, token, &election, std::string(value));  // a copy: a deferred token runs it later
+}
+
+// Waits until `election`'s revision is greater than `after_revision` (at
+// once if it already is; like Election::observe without a time limit: use
+// a cancellation slot, e.g. `co_await (async_observe(...) || timer)`, or
+// cancel(owner) of the Election's owner to stop it). Handler:
+// void(std::exception_ptr, LeaderView).
+template <class Token>
+auto async_observe(const Election& election, std::uint64_t after_revision, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr, LeaderView)>(
+      asio_impl::ObserveInitiation{}, token, &election, after_revision);
 }
 
 // Acquires a permit of `semaphore`, waiting as long as it takes, with a

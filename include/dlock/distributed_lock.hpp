@@ -61,6 +61,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dlock/election.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/export.hpp"
 #include "dlock/lock.hpp"
@@ -189,6 +190,13 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] MultiLock get_multi_lock(std::vector<std::string> names);
   // The same, acting for `owner` from any thread.
   [[nodiscard]] MultiLock get_multi_lock(std::vector<std::string> names, Owner owner);
+  // A copyable handle on election `name` (see <dlock/election.hpp>),
+  // campaigning for whichever thread calls it. Throws
+  // std::invalid_argument (no SQL) for a bad name. The handle must not
+  // outlive this client.
+  [[nodiscard]] Election get_election(std::string name);
+  // The same, campaigning for `owner` from any thread.
+  [[nodiscard]] Election get_election(std::string name, Owner owner);
   // A copyable handle on semaphore `name` with bound `permits` (see
   // <dlock/semaphore.hpp>). Throws std::invalid_argument (no SQL) for a bad
   // name or a bound outside 1..100,000. The handle must not outlive this
@@ -215,6 +223,7 @@ class DLOCK_API DatabaseDistributedLock {
   friend class Lock;
   friend class ReadWriteLock;
   friend class MultiLock;
+  friend class Election;
   friend struct details::SemaphoreAccess;
   // For Lock: the same operations for an explicit owner id (0: the calling
   // thread) on a mutex or one side of a read-write lock.

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "dlock/distributed_lock.hpp"
+#include "dlock/election.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"

@@ -8,6 +8,7 @@
 #include "base/identity.hpp"
 #include "dlock/asio.hpp"
 #include "engine/async_acquire.hpp"
+#include "engine/async_observe.hpp"
 #include "engine/async_set_acquire.hpp"
 #include "engine/engine.hpp"
 #include "runtime/worker_threads.hpp"
@@ -24,6 +25,9 @@ struct AsyncAccess {
   static std::uint64_t owner(const Lock& lock) { return lock.owner_ != 0 ? lock.owner_ : current_thread_id(); }
   static Engine& engine(const MultiLock& set) { return *set.client_->client_; }
   static std::uint64_t owner(const MultiLock& set) { return set.owner_ != 0 ? set.owner_ : current_thread_id(); }
+  static Engine& engine(const Election& election) { return *election.client_->client_; }
+  static const std::string& name(const Election& election) { return election.name_; }
+  static std::uint64_t owner(const Election& election) { return election.owner(); }
 };
 }  // namespace details
 
@@ -78,7 +82,8 @@ void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
 
 // Validates and fixes the request now (`make` throws std::invalid_argument
 // for bad input, delivered through the completion), then starts it with
-// `Driver` (AsyncAcquire, or AsyncSetAcquire for a MultiLock).
+// `Driver` (AsyncAcquire, AsyncSetAcquire for a MultiLock, AsyncObserve for
+// an election's observer).
 template <class Driver = AsyncAcquire, class MakeRequest>
 void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
                    std::shared_ptr<CancellationState> cancel, MakeRequest&& make) {
@@ -162,6 +167,83 @@ void start_async_unlock(const MultiLock& set, std::unique_ptr<AsyncCompletion> c
   Engine& engine = AsyncAccess::engine(set);
   start_release(engine, std::move(completion),
                 [&engine, names = set.names(), owner = AsyncAccess::owner(set)] { engine.release_set(names, owner); });
+}
+
+namespace {
+
+// A campaign's completion: the acquire's success becomes the term (read
+// if not known yet, on the worker that completes it).
+class TermCompletion final : public AsyncCompletion {
+ public:
+  TermCompletion(Engine& engine, std::string name, std::uint64_t owner, std::unique_ptr<AsyncCompletion> inner)
+      : engine_(engine), name_(std::move(name)), owner_(owner), inner_(std::move(inner)) {}
+  void complete(std::exception_ptr error, std::uint64_t value) noexcept override {
+    std::unique_ptr<TermCompletion> self(this);
+    std::uint64_t term = 0;
+    if (!error && value != 0) {
+      try {
+        term = engine_.term_after_campaign(name_, owner_);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    AsyncCompletion::finish(std::move(inner_), std::move(error), term);
+  }
+
+ private:
+  Engine& engine_;
+  const std::string name_;
+  const std::uint64_t owner_;
+  std::unique_ptr<AsyncCompletion> inner_;
+};
+
+}  // namespace
+
+void start_async_campaign(const Election& election, std::string_view value,
+                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
+  Engine& engine = AsyncAccess::engine(election);
+  const std::string& name = AsyncAccess::name(election);
+  const std::uint64_t owner = AsyncAccess::owner(election);
+  const details::NameKeyView key{details::Kind::kElection, name};
+  if (engine.holds().find(key, owner)) {
+    // Leads already (or lost a leadership it has not resigned): the term,
+    // or the error, from a worker (the term may take a read).
+    if (cancel) {
+      std::lock_guard<std::mutex> guard(cancel->mutex);
+      cancel->done = true;
+    }
+    engine.async().post([&engine, name = std::string(name), owner, completion = std::move(completion)](bool run) mutable {
+      std::exception_ptr error = run ? nullptr : shutting_down();
+      std::uint64_t term = 0;
+      if (run) {
+        try {
+          term = engine.term_after_campaign(name, owner);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      AsyncCompletion::finish(std::move(completion), std::move(error), term);
+    });
+    return;
+  }
+  auto wrapped = std::make_unique<TermCompletion>(engine, name, owner, std::move(completion));
+  start_acquire(engine, std::move(wrapped), std::move(cancel), [&] {
+    details::AcquireRequest r = engine.make_request(key, owner, std::nullopt, std::nullopt);
+    if (value.size() > details::kMaxElectionValue)
+      throw std::invalid_argument("dlock: an election's value is at most 64 KiB (" + std::to_string(value.size()) +
+                                  " bytes given)");
+    r.value = std::string(value);
+    return r;
+  });
+}
+
+void start_async_observe(const Election& election, std::uint64_t after_revision,
+                         std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
+  Engine& engine = AsyncAccess::engine(election);
+  start_acquire<details::AsyncObserve>(engine, std::move(completion), std::move(cancel), [&] {
+    return engine.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election), after_revision,
+                                       std::nullopt);
+  });
 }
 
 void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease, std::optional<Millis> wait,

@@ -23,6 +23,7 @@ std::unique_ptr<details::Engine> make_engine(Options options) {
   engine->add_kind(details::make_lock_kind(engine->rows()));
   engine->add_kind(details::make_semaphore_kind(engine->rows()));
   engine->add_kind(details::make_fair_kind(engine->rows()));
+  engine->add_kind(details::make_election_kind(engine->rows()));
   auto rw = details::make_read_write_kinds(engine->rows());
   engine->add_kind(std::move(rw.write));
   engine->add_kind(std::move(rw.read));
@@ -78,6 +79,16 @@ Lock DatabaseDistributedLock::get_lock(std::string name) {
 Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
   details::validate_name(name);
   return Lock(this, std::move(name), owner.id());
+}
+
+Election DatabaseDistributedLock::get_election(std::string name) {
+  details::validate_name(name);
+  return Election(this, std::move(name), 0);
+}
+
+Election DatabaseDistributedLock::get_election(std::string name, Owner owner) {
+  details::validate_name(name);
+  return Election(this, std::move(name), owner.id());
 }
 
 Lock DatabaseDistributedLock::get_fair_lock(std::string name) {

@@ -118,6 +118,7 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
     holds_.record_fresh(r.key, r.owner, h);
     // The take cleared this client's mark on the row, if it had one there.
     if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(r.key);
+    if (k.traits.takes_are_news) waiters_.tell_watchers(r.key);
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} {} acquired by {}/{} ({})", kind_name(r.key.kind), printable(r.key.name), machine_id_,
                      r.owner, r.watchdog ? "watchdog" : "fixed lease");

@@ -121,7 +121,9 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
       for (const auto& name : batch) {
         const NameKey key(k->traits.kind, name);
         const bool lost_race = std::find(held.begin(), held.end(), name) != held.end();
-        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) &&
+        // Only for a waiter that will take it: a watcher alone (a set's, an
+        // observer's) must not keep the name from anyone.
+        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) && waiters_.has_subscriber(key) &&
              !(k->traits.kind == Kind::kLock && waited_by_a_set(name))))
           want_marks.push_back(key);
       }

@@ -61,6 +61,7 @@ Engine::Engine(Options options)
       hold_tag_(new_hold_id() >> 48),
       settings_(ConnectionSettings::from(options_)),
       rows_(options_.table, logger_),
+      elections_(rows_),
       schema_(options_.table, logger_),
       pool_(settings_, options_.pool_size),
       io_(io_settings(settings_), logger_),

@@ -49,6 +49,7 @@
 #include "runtime/async_operations.hpp"
 #include "runtime/io_thread.hpp"
 #include "sql/connection_pool.hpp"
+#include "sql/election_rows.hpp"
 #include "sql/hold_rows.hpp"
 #include "sql/schema.hpp"
 #include "wakeup/bell_watcher.hpp"
@@ -129,6 +130,49 @@ class Engine {
   // SQL and releasing nothing, when `owner` lacks one; never throws for
   // database trouble.
   void release_set(const std::vector<std::string>& names, std::uint64_t owner);
+  // ---- elections (elections.cpp): holds of Kind::kElection
+  //
+  // The term of `request.owner`'s leadership: one it has already (no count
+  // up), else acquires as drive() does (the take writes request.value)
+  // and reads the new term. nullopt: gave up. Throws what drive() throws.
+  std::optional<std::uint64_t> campaign(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // The term of `owner`'s live leadership of `name` here; nullopt when it
+  // holds none (a lost one throws LockLostError). No SQL once the term is known.
+  std::optional<std::uint64_t> leading_term(std::string_view name, std::uint64_t owner);
+  // The term once an acquire of a campaign succeeded; a term that cannot be
+  // read ends the leadership again (resign) and throws.
+  std::uint64_t term_after_campaign(std::string_view name, std::uint64_t owner);
+  // `owner`'s leadership proclaims `value` (validated: up to
+  // kMaxElectionValue bytes). NotHeldError (before any SQL) when it leads
+  // nothing here; LockLostError when its leadership was lost.
+  void proclaim(std::string_view name, std::uint64_t owner, std::string_view value);
+  // Ends `owner`'s leadership of `name` (every count of it), if any. Never
+  // throws for database trouble (logged: the lease ends it).
+  void resign(std::string_view name, std::uint64_t owner);
+  // The election's row (one read).
+  ElectionRow election(std::string_view name);
+  // Observing an election: the row once its view revision is above
+  // `after`. One look (observe_step) says what to do next, as attempt_step
+  // does; observe() is the blocking driver (nullopt: `wait` passed, or
+  // `interrupted`). A driver watches (Kind::kElection, name) in the waiter
+  // registry from before its first look.
+  struct ObserveRequest {
+    std::string name;
+    std::uint64_t owner = 0;  // for cancel(owner)
+    std::uint64_t after = 0;
+    bool single_attempt = false;
+    bool forever = false;
+    SteadyTime deadline{};
+  };
+  ObserveRequest make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
+                                      std::optional<Millis> wait) const;
+  struct ObserveStep {
+    std::optional<ElectionRow> row;  // set: done (the view is past `after`)
+    AcquireStep step;                // else kGaveUp or kWait
+  };
+  ObserveStep observe_step(const ObserveRequest& request);
+  std::optional<ElectionRow> observe(const ObserveRequest& request, const std::atomic<bool>* interrupted = nullptr);
+
   // Frees every hold of `key`'s kind on its name (any client) and wakes
   // waiters here; how many.
   std::size_t force_release(NameKeyView key);
@@ -333,6 +377,7 @@ class Engine {
   const std::uint64_t hold_tag_;
   const ConnectionSettings settings_;
   const HoldRows rows_;
+  const ElectionRows elections_;
   const Schema schema_;
   ConnectionPool pool_;
   HoldRegistry holds_;

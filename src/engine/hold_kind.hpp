@@ -64,6 +64,9 @@ class HoldKind {
     // and a release wakes every local waiter (the one it granted to may be
     // any of them).
     bool queues = false;
+    // Watchers of the name (an election's observers) are told of every
+    // fresh take here, not only of releases: the new holder is news.
+    bool takes_are_news = false;
   };
 
   explicit HoldKind(Traits t) : traits(std::move(t)) {}

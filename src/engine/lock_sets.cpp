@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
 
 #include "base/micros.hpp"
@@ -15,6 +14,7 @@
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
 #include "sql/bells.hpp"
+#include "wakeup/sticky_wake.hpp"
 
 namespace dlock::details {
 
@@ -23,32 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
 
-
-// Told of every wake of the set's names (WaiterRegistry::Watcher); sticky,
-// so a wake between a refused attempt and the wait is not lost.
-class SetWake final : public WaiterRegistry::Watcher {
- public:
-  void woken() override {
-    {
-      std::lock_guard<std::mutex> guard(mutex_);
-      woken_ = true;
-    }
-    cv_.notify_all();
-  }
-  void clear() {
-    std::lock_guard<std::mutex> guard(mutex_);
-    woken_ = false;
-  }
-  void wait_for(Micros timeout) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return woken_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool woken_ = false;
-};
 
 }  // namespace
 
@@ -144,7 +118,7 @@ bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupt
   // Watching from before the first attempt: a release here between a
   // refused attempt and the wait leaves the wake set, so none is lost. A
   // watcher takes no wake from the names' other waiters.
-  const auto wake = std::make_shared<SetWake>();
+  const auto wake = std::make_shared<StickyWake>();
   bool acquired = false;
   struct Ended {  // also when an attempt throws; after the watches are gone
     Engine& engine;

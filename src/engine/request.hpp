@@ -28,6 +28,7 @@ struct AcquireRequest {
   bool single_attempt = false;  // a wait <= 0
   bool forever = false;         // no wait given, or one of about a century or more
   std::chrono::steady_clock::time_point deadline{};  // unless forever
+  std::string value;  // an election's: what its take proclaims
 };
 
 // Several plain lock names acquired together (a MultiLock): one attempt

@@ -10,6 +10,9 @@ namespace dlock::details {
 
 // The reentrant lock (get_lock): one row per name, one holder at a time.
 std::unique_ptr<HoldKind> make_lock_kind(const HoldRows& rows);
+// The election (get_election): the lock's hold on its own row, whose take
+// also writes the leader's value and a new revision (sql/election_rows.hpp).
+std::unique_ptr<HoldKind> make_election_kind(const HoldRows& rows);
 // The semaphore (get_semaphore): one row per slot 0 .. bound-1, one permit
 // each, so "at most bound at once" is the primary key's doing.
 std::unique_ptr<HoldKind> make_semaphore_kind(const HoldRows& rows);

@@ -297,6 +297,17 @@ std::vector<NameKey> WaiterRegistry::names() const {
   return out;
 }
 
+void WaiterRegistry::tell_watchers(NameKeyView key) {
+  if (const auto entry = entry_of(key)) tell_watchers(*entry);
+}
+
+bool WaiterRegistry::has_subscriber(NameKeyView key) const {
+  const auto entry = entry_of(key);
+  if (!entry) return false;
+  std::lock_guard<std::mutex> guard(entry->mutex);
+  return entry->subscribers > 0;
+}
+
 bool WaiterRegistry::has(NameKeyView key) const {
   if (entry_count_.load() == 0) return false;
   std::lock_guard<std::mutex> guard(mutex_);

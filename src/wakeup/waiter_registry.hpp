@@ -197,6 +197,12 @@ class WaiterRegistry {
   };
   // Wakes every waiter of `name` (and tells its watchers).
   void wake_all(NameKeyView key);
+  // Tells the watchers of `name` (only them: no waiter is woken), e.g.
+  // that it was taken.
+  void tell_watchers(NameKeyView key);
+  // True while `name` has a subscriber (a waiter that will take it; a
+  // watcher alone does not count).
+  bool has_subscriber(NameKeyView key) const;
   // Names with at least one subscriber or watcher (for the poller).
   std::vector<NameKey> names() const;
   bool empty() const;

@@ -36,7 +36,9 @@
 // order, one MultiLock each, every name's resource worked on with its
 // token; a set found partly held right after its acquire is a violation),
 // and --fair-workers the fair-lock workload (fair locks "f0" and "f1", two
-// threads per client, each grant's resource worked on with its token).
+// threads per client, each grant's resource worked on with its token), and
+// --election-workers the election workload (candidates in election "e0";
+// each term's leader works on resource "e0" with its term, then resigns).
 // Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused) lost
 // updates and, with read-write workers, had writes overlapping reads.
@@ -98,6 +100,7 @@ struct Config {
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
   int multi_workers = 1;      // of `workers`, how many run the multi-lock workload
   int fair_workers = 1;       // of `workers`, how many run the fair-lock workload
+  int election_workers = 1;   // of `workers`, how many run the election workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -280,6 +283,7 @@ class Run {
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('m" + std::to_string(n) + "')");
     for (int n = 0; n < kFairNames; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('f" + std::to_string(n) + "')");
+    admin_.exec("INSERT INTO torture_resource (name) VALUES ('" + std::string(kElectionName) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -307,7 +311,8 @@ class Run {
                                             std::to_string(pool), fenced_ ? "1" : "0", std::to_string(until_us_),
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
                                             runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0",
-                                            runs_multi(s.index) ? "1" : "0", runs_fair(s.index) ? "1" : "0"});
+                                            runs_multi(s.index) ? "1" : "0", runs_fair(s.index) ? "1" : "0",
+                                            runs_election(s.index) ? "1" : "0"});
   }
 
   // Where library worker `index` connects: the run's URL on one server; on a
@@ -317,6 +322,13 @@ class Run {
     if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
     const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
     return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
+  }
+
+  // The election workers come right before the fair-lock ones.
+  bool runs_election(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers -
+                      cfg_.multi_workers - cfg_.fair_workers - cfg_.election_workers;
+    return index >= first && index < first + cfg_.election_workers;
   }
 
   // The fair-lock workers come right before the multi-lock ones.
@@ -941,7 +953,8 @@ int orchestrate(Config cfg) {
             << " threads; " << cfg.rw_workers
             << " on read-write lock \"rw\"; " << cfg.multi_workers
             << " on sets of 2-8 of " << kMultiNames << " names taken together; " << cfg.fair_workers
-            << " on fair locks), " << cfg.names << " lock names, "
+            << " on fair locks; " << cfg.election_workers << " campaigning in election \"" << kElectionName << "\"), "
+            << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")
                                            : "a " + std::to_string(kClusterNodes) + "-node Galera cluster (workers on " +
@@ -997,7 +1010,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 17 && args[0] == "--worker") {
+    if (args.size() == 18 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -1015,6 +1028,7 @@ int main(int argc, char** argv) {
       w.rw = args[14] == "1";
       w.multi = args[15] == "1";
       w.fair = args[16] == "1";
+      w.election = args[17] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -1055,6 +1069,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--rw-workers") cfg.rw_workers = std::stoi(value());
       else if (args[i] == "--multi-workers") cfg.multi_workers = std::stoi(value());
       else if (args[i] == "--fair-workers") cfg.fair_workers = std::stoi(value());
+      else if (args[i] == "--election-workers") cfg.election_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -1111,6 +1126,10 @@ int main(int argc, char** argv) {
                                         cfg.fair_workers >
                                     cfg.workers)
       throw std::invalid_argument("--fair-workers must be 0 to --workers minus the other workloads' workers");
+    if (cfg.election_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers +
+                                            cfg.fair_workers + cfg.election_workers >
+                                        cfg.workers)
+      throw std::invalid_argument("--election-workers must be 0 to --workers minus the other workloads' workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

@@ -41,6 +41,12 @@ inline constexpr int kMultiNames = 10;
 // arrival order, handed over by the release itself) and do the fenced
 // read-modify-write on the name's resource with its token.
 inline constexpr int kFairNames = 2;
+// The election workload: threads campaign in election "e0" (each an Owner
+// of its own), and each term's leader does one fenced read-modify-write on
+// resource "e0" with its term, then resigns: the mutex checker proves no
+// two leaders acted at once (a term granted twice, or two overlapping
+// sections whose older one landed, is a violation).
+inline constexpr const char* kElectionName = "e0";
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -74,6 +80,8 @@ struct WorkerArgs {
   bool multi = false;
   // The fair-lock workload: `threads` threads per client on "f*".
   bool fair = false;
+  // The election workload: `threads` candidates per client in "e0".
+  bool election = false;
 };
 
 int run_worker(const WorkerArgs& args);

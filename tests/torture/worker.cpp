@@ -329,6 +329,34 @@ struct Worker {
     }
   }
 
+  // One candidate of the election workload (see kElectionName).
+  void run_election_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    Election election = client.get_election(kElectionName, Owner::create());
+    const std::string value = args.machine_id + "/" + std::to_string(index);
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      std::optional<std::uint64_t> term;
+      try {
+        term = election.try_campaign(value, std::chrono::seconds(2));
+      } catch (const LockLostError&) {
+        election.resign();  // a leadership lost under a pause: owed its resign
+        continue;
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!term) continue;
+      history.line("acq " + std::string(kElectionName) + " " + std::to_string(now_us()));
+      const std::string op = args.machine_id + ":e" + std::to_string(index) + ":" + std::to_string(++seq);
+      critical_section(history, args.fenced, args.machine_id, settings, db, kElectionName, *term, op,
+                       [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+      election.resign();  // never throws for database trouble
+    }
+  }
+
   // One thread of the multi-lock workload (see kMultiNames).
   void run_multi_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
@@ -548,11 +576,13 @@ int run_worker(const WorkerArgs& args) {
       // one to another); the semaphore workload runs more threads than
       // permits (so they wait, and permits are handed from one to another);
       // the others spread their threads over the clients.
-      const int count = args.rw || args.fair ? args.threads * static_cast<int>(clients.size())
+      const int count = args.rw || args.fair || args.election ? args.threads * static_cast<int>(clients.size())
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
-        if (args.fair) {
+        if (args.election) {
+          threads.emplace_back([&worker, t] { worker.run_election_thread(t); });
+        } else if (args.fair) {
           threads.emplace_back([&worker, t] { worker.run_fair_thread(t); });
         } else if (args.multi) {
           threads.emplace_back([&worker, t] { worker.run_multi_thread(t); });
