@@ -54,6 +54,20 @@ void print_table(const std::vector<details::HoldRow>& rows) {
   print_cells(cells);
 }
 
+// Elections with a leader now: who leads, since when, the term (`dlock
+// leader NAME` adds the value).
+void print_elections(const std::vector<details::HoldRow>& rows) {
+  std::vector<std::vector<std::string>> cells;
+  cells.push_back({"ELECTION", "LEADER", "HOST", "PID", "LEADS FOR", "EXPIRES IN", "TERM"});
+  const auto ms = [](std::optional<std::int64_t> us) { return Millis(std::max<std::int64_t>(0, us.value_or(0) / 1000)); };
+  for (const auto& row : rows)
+    cells.push_back({readable_name(row.key.name), readable_name(row.machine) + "/" + std::to_string(row.owner),
+                     readable_name(row.host), std::to_string(row.pid),
+                     row.held_for_us ? format_duration(ms(row.held_for_us)) : "-", format_duration(ms(row.ttl_us)),
+                     std::to_string(row.fence)});
+  print_cells(cells);
+}
+
 int status_rows(const Options& options, const std::vector<std::string>& names, bool json) {
   const std::vector<details::HoldRow> all = details::list_rows(options, names);
   std::vector<details::HoldRow> rows;
@@ -74,11 +88,19 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
   const auto semaphores = group_permits(all);
   const auto rwlocks = group_rw(all);
   const auto fair = group_fair(all, details::fair_queues(options, names));
+  std::vector<details::HoldRow> elections;
+  for (const auto& row : all)
+    if (row.key.kind == details::Kind::kElection && row.live) elections.push_back(row);
   if (json) {
     for (const auto& row : rows) std::cout << row_json(row) << "\n";
     for (const auto& view : semaphores) std::cout << semaphore_json(view) << "\n";
     for (const auto& view : rwlocks) std::cout << rw_json(view) << "\n";
     for (const auto& view : fair) std::cout << fair_json(view) << "\n";
+    for (const auto& row : elections) {
+      // The lock row's fields (fence: the term), marked as an election's.
+      std::string line = row_json(row);
+      std::cout << "{\"kind\":\"election\"," << line.substr(1) << "\n";
+    }
     return kExitOk;
   }
   // A name asked for that only a semaphore or read-write lock uses: no
@@ -91,7 +113,9 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
                                       std::any_of(rwlocks.begin(), rwlocks.end(),
                                                   [&](const RwView& v) { return v.name == row.key.name; }) ||
                                       std::any_of(fair.begin(), fair.end(),
-                                                  [&](const FairView& v) { return v.name == row.key.name; }));
+                                                  [&](const FairView& v) { return v.name == row.key.name; }) ||
+                                      std::any_of(elections.begin(), elections.end(),
+                                                  [&](const details::HoldRow& e) { return e.key.name == row.key.name; }));
                             }),
              rows.end());
   bool printed = false;
@@ -112,6 +136,11 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
   if (!fair.empty()) {
     if (printed) std::cout << "\n";
     print_cells(fair_cells(fair));
+    printed = true;
+  }
+  if (!elections.empty()) {
+    if (printed) std::cout << "\n";
+    print_elections(elections);
     printed = true;
   }
   if (!printed) std::cout << "no lock is held in " << options.database << "." << options.table << "\n";

@@ -144,6 +144,11 @@ TEST_F(Cli, LeaderShowsTheLeaderAndWatchesChanges) {
   EXPECT_NE(led->find("\"term\":" + std::to_string(term)), std::string::npos) << *led;
   EXPECT_NE(led->find("\"pid\":" + std::to_string(::getpid())), std::string::npos) << *led;
   EXPECT_NE(led->find("\"since\":"), std::string::npos) << *led;
+  std::tie(out, code) = run(args({"status", "--json"}));
+  EXPECT_NE(out.find("{\"kind\":\"election\",\"name\":\"svc\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"fence\":" + std::to_string(term)), std::string::npos) << out;
+  std::tie(out, code) = run(args({"status"}));
+  EXPECT_NE(out.find("ELECTION"), std::string::npos) << out;
   e.proclaim("w");
   const auto proclaimed = watch.wait_for_line("{", 20s);
   ASSERT_TRUE(proclaimed.has_value());

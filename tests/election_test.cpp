@@ -272,6 +272,36 @@ TEST(Election, LostLeadershipIsReportedAndRefusedUntilResign) {
   EXPECT_FALSE(e.try_campaign("a", 0ms).has_value()) << "b leads";
 }
 
+// An observer only watches: its client never marks the row as a waiter's
+// (which would keep the name from every other client for a while), even
+// where nothing rings for it and it sees leaderships come and go.
+TEST(Election, AnObserverKeepsNobodyOut) {
+  Options o = fresh_options();
+  o.fast_wakeup = false;
+  o.poll_interval = 50ms;
+  DatabaseDistributedLock watcher(o), leader(same_table(o));
+  Election follower = watcher.get_election("svc");
+  Election candidate = leader.get_election("svc");
+  std::atomic<bool> stop{false};
+  std::thread observing([&] {
+    std::uint64_t seen = 0;
+    while (!stop)
+      if (const auto v = follower.observe(seen, 100ms)) seen = v->revision;
+  });
+  int refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    if (!candidate.try_campaign("c", 0ms)) {
+      ++refused;
+      continue;
+    }
+    std::this_thread::sleep_for(60ms);  // past a poll: the observer's client sees each leadership
+    candidate.resign();
+  }
+  stop = true;
+  observing.join();
+  EXPECT_EQ(refused, 0) << "an observer's client kept a free election from the only candidate";
+}
+
 // The leader's watchdog keeps its leadership past many leases.
 TEST(Election, TheWatchdogKeepsALeader) {
   const Options o = fresh_options();  // 1.5 s lease

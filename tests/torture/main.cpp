@@ -210,6 +210,7 @@ struct RunResult {
   long permit_handoffs = 0;  // of them, permits of "sem" (the semaphore workers')
   long multi_sets = 0;       // sets held by the multi-lock workers
   long multi_sections = 0;   // and the names' critical sections they ran
+  long election_terms = 0;   // terms in which a leader of "e0" worked (an op WORKER:eTHREAD:SEQ)
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
@@ -708,6 +709,8 @@ class Run {
       }
     }
     r.multi_sets = static_cast<long>(sets.size());
+    for (const auto& [op, word] : outcome)
+      if (op.find(":e") != std::string::npos && std::count(op.begin(), op.end(), ':') == 2) ++r.election_terms;
     for (const auto& [op, word] : outcome) {
       if (word == "ok") ++r.ok;
       else if (word == "refused") ++r.refused;
@@ -924,6 +927,8 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| of those, semaphore permits | " << r.permit_handoffs << " |\n";
   std::cout << "| multi-lock sets held (names worked on under them) | " << r.multi_sets << " (" << r.multi_sections
             << ") |\n";
+  std::cout << "| election terms in which a leader worked (one section each, fenced by the term) | "
+            << r.election_terms << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
             << " |\n";
   std::cout << "| read-write lock: applied writes / applied reads (most reads at once) | " << r.writes << " / "
