@@ -417,10 +417,14 @@ class Run {
 
   // A library worker holding a lock now (with shared-id, one of the two
   // workers with the holder's label).
-  pid_t holder_pid(std::string* machine) {
-    // A lock, permit or read-write lock holder: any live hold.
+  int holder_faults_ = 0;  // holder faults injected so far (the nemesis thread)
+  // A lock, permit or read-write lock holder: any live hold; with
+  // `leader`, only the election's leader.
+  pid_t holder_pid(std::string* machine, bool leader = false) {
     const std::vector<std::vector<std::string>> rows = admin_.rows(
-        "SELECT machine_id FROM torture_lock WHERE state > 0 AND expire_time > NOW(6) ORDER BY RAND() LIMIT 1", 1);
+        std::string("SELECT machine_id FROM torture_lock WHERE state > 0 AND expire_time > NOW(6)") +
+            (leader ? " AND kind = 6" : "") + " ORDER BY RAND() LIMIT 1",
+        1);
     if (rows.empty()) return 0;
     std::lock_guard<std::mutex> g(m_);
     std::vector<WorkerSlot*> candidates;
@@ -592,13 +596,19 @@ class Run {
     if (kind == "kill-holder" || kind == "pause-holder") {
       std::string machine;
       pid_t pid = 0;
+      // Every third holder fault goes to the election's leader if one shows
+      // within a second (a leader holds for milliseconds per term, so a
+      // random hold would seldom be its).
+      const bool leader = cfg_.election_workers > 0 && ++holder_faults_ % 3 == 0;
+      bool on_leader = false;
       for (int i = 0; i < 50 && pid == 0; ++i) {
-        pid = holder_pid(&machine);
+        on_leader = leader && i < 40;
+        pid = holder_pid(&machine, on_leader);
         if (pid == 0) std::this_thread::sleep_for(20ms);
       }
       if (pid == 0) return {kind, 0, 0, "no holder found"};
       e.start_us = now_us();
-      e.detail = machine;
+      e.detail = machine + (on_leader ? " (the election's leader)" : "");
       if (kind == "kill-holder") {
         mark_killed(pid);
         ::kill(pid, SIGKILL);
@@ -721,7 +731,10 @@ class Run {
     r.handoffs = handoffs_;
     r.write_handoffs = write_handoffs_;
     r.permit_handoffs = permit_handoffs_;
-    for (const auto& e : events_) ++r.faults[e.kind];
+    for (const auto& e : events_) {
+      ++r.faults[e.kind];
+      if (e.detail.find("(the election's leader)") != std::string::npos) ++r.faults[e.kind + " of the election's leader"];
+    }
     for (const auto& k : faults_)
       if (is_configuration(k)) r.faults[k] = 1;
 
