@@ -202,6 +202,42 @@ TEST(Election, ObserversElsewhereSeeProclaimAndResignAtTheChange) {
   EXPECT_FALSE(v->leader.has_value());
 }
 
+// A handover between two other clients (resign, and a candidate that
+// waited takes over at once) reaches an observer in a third client at the
+// change, with a poll too slow to explain it: the resign rings, and the
+// take that follows is looked for right after.
+TEST(Election, AHandoverElsewhereReachesAnObserverAtOnce) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "fast wake-up is off";
+  const Options o = slow_poll(fresh_options());
+  DatabaseDistributedLock a(o), b(same_table(o)), c(same_table(o));
+  Election first = a.get_election("svc", Owner::create());
+  Election second = b.get_election("svc", Owner::create());
+  Election follower = c.get_election("svc");
+  const std::uint64_t t1 = first.campaign("a");
+  auto next = std::async(std::launch::async, [&] { return second.try_campaign("b", 20s); });
+  ASSERT_EQ(next.wait_for(300ms), std::future_status::timeout);
+  const std::uint64_t seen = follower.leader().revision;
+  auto observed = std::async(std::launch::async, [&] {
+    // Until the second leader (the gap between may be seen, or not).
+    std::uint64_t after = seen;
+    for (;;) {
+      const auto v = follower.observe(after, 20s);
+      if (!v || (v->leader && v->leader->term != t1)) return v;
+      after = v->revision;
+    }
+  });
+  ASSERT_EQ(observed.wait_for(300ms), std::future_status::timeout);  // its bell armed
+  const auto t0 = Clock::now();
+  first.resign();
+  const auto v = observed.get();
+  EXPECT_LT(Clock::now() - t0, 5s) << "the new leader was seen at the poll";
+  ASSERT_TRUE(v.has_value());
+  const auto t2 = next.get();
+  ASSERT_TRUE(t2.has_value());
+  EXPECT_EQ(v->leader->term, *t2);
+  second.resign();
+}
+
 // A new leader in another client after a time without one is seen at the
 // poll (nothing rings for it).
 TEST(Election, ANewLeaderElsewhereIsSeenAtThePoll) {

@@ -12,6 +12,13 @@
 // bell (fast wake-up: the leader's session bell, armed while a foreign
 // leader's lease runs), a lease that runs out at its end, and anything else
 // at the poll (the election kind's poll tells watchers of every change).
+//
+// Nothing rings for a take in another client: no bell can be watched
+// before its taker is known. But the common take follows a release at
+// once (a candidate elsewhere woke at the resign's ring, or at the dead
+// leader's lease end), so for a short while after an election is first
+// seen without a leader, an observer looks again at a growing pause (with
+// fast wake-up; about ten reads) before it leaves the rest to the poll.
 #include <spdlog/spdlog.h>
 
 #include "base/printable.hpp"
@@ -28,6 +35,9 @@ using Micros = std::chrono::microseconds;
 // How long an observer of an election without a leader waits before it
 // looks again on its own: the poller tells it of any change before that.
 constexpr std::int64_t kLeaderlessRecheckUs = 3'600'000'000;
+// How long after a leadership is first seen ended observers look again on
+// their own (see the header comment).
+constexpr Micros kHandoverWatch{250'000};
 
 void validate_value(std::string_view value) {
   if (value.size() > kMaxElectionValue)
@@ -142,6 +152,12 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
   if (r.single_attempt) return s;  // kGaveUp
   const NameKey key(Kind::kElection, r.name);
   std::int64_t ttl_us = kLeaderlessRecheckUs;
+  if (!row.live && row.exists && bells_) {
+    // Pauses of half the time since it was first seen leaderless: about ten
+    // looks within kHandoverWatch (wait_step adds a millisecond to each).
+    const Micros age = leaderless_for(r.name, row.view_revision());
+    if (age < kHandoverWatch) ttl_us = std::max<std::int64_t>(0, (age / 2).count() - 1000);
+  }
   if (row.live) {
     // The lease's end is a change no statement makes: look again then.
     ttl_us = row.ttl_us.value_or(0);
@@ -149,6 +165,21 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
   }
   s.step = wait_step(r.forever, r.deadline, ttl_us);
   return s;
+}
+
+Micros Engine::leaderless_for(std::string_view name, std::uint64_t revision) {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> guard(leaderless_mutex_);
+  const auto it = leaderless_seen_.find(name);
+  if (it != leaderless_seen_.end() && it->second.first == revision)
+    return std::chrono::duration_cast<Micros>(now - it->second.second);
+  if (leaderless_seen_.size() >= 1024) {
+    // Elections observed once and never again: drop those seen long ago.
+    for (auto e = leaderless_seen_.begin(); e != leaderless_seen_.end();)
+      e = now - e->second.second > kHandoverWatch ? leaderless_seen_.erase(e) : std::next(e);
+  }
+  leaderless_seen_.insert_or_assign(std::string(name), std::make_pair(revision, now));
+  return Micros::zero();
 }
 
 std::optional<ElectionRow> Engine::observe(const ObserveRequest& r, const std::atomic<bool>* interrupted) {

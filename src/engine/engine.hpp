@@ -171,6 +171,9 @@ class Engine {
     AcquireStep step;                // else kGaveUp or kWait
   };
   ObserveStep observe_step(const ObserveRequest& request);
+  // How long this client's observers have seen election `name` without a
+  // leader at view revision `revision` (0 the first time).
+  std::chrono::microseconds leaderless_for(std::string_view name, std::uint64_t revision);
   std::optional<ElectionRow> observe(const ObserveRequest& request, const std::atomic<bool>* interrupted = nullptr);
 
   // Frees every hold of `key`'s kind on its name (any client) and wakes
@@ -397,6 +400,10 @@ class Engine {
   std::mutex intent_statements_mutex_;
   mutable std::mutex set_waits_mutex_;
   StringMap<unsigned> set_waits_;  // plain lock names waited for by sets, and by how many
+  // Elections this client's observers found without a leader: the view
+  // revision and when it was first seen (elections.cpp, leaderless_for).
+  std::mutex leaderless_mutex_;
+  StringMap<std::pair<std::uint64_t, SteadyTime>> leaderless_seen_;
   std::mutex intents_mutex_;
   NameKeyMap<bool> intents_;  // keys this client holds a mark on
   std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock
