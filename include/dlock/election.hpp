@@ -41,9 +41,11 @@
 //   new leader, a proclaim, the end of a leadership (a resign, a lease that
 //   ran out). observe(after, wait) returns as soon as the revision is past
 //   `after`: at once for a change made in this client; at the change itself
-//   for a resign or proclaim in another client (Options::fast_wakeup); at
-//   the lease's end for a leader that died; at the next poll otherwise (a
-//   new leader elsewhere after a time without one, fast wake-up off).
+//   for a resign or proclaim in another client, and for a new leader there
+//   that takes over within a quarter second of the last one's end
+//   (Options::fast_wakeup); at the lease's end for a leader that died; at
+//   the next poll otherwise (a new leader after a longer time without one,
+//   fast wake-up off).
 //   Observers that keep passing the last revision they saw see every leader
 //   that held office for longer than a poll interval, in term order.
 //
