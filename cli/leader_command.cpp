@@ -3,8 +3,10 @@
 #include <dlock/dlock.hpp>
 #include <signal.h>
 
+#include <atomic>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/tools.hpp"
 #include "exit_codes.hpp"
@@ -53,28 +55,49 @@ int leader_command(const Options& options, const std::string& name, bool json, b
     std::cout << describe(name, details::ClientAccess::of(client).election(name), json) << std::endl;
     return kExitOk;
   }
-  // SIGINT, SIGTERM, SIGHUP end the watch; taken synchronously, so the
-  // client's threads (which inherit the mask) never see them.
+  // SIGINT, SIGTERM, SIGHUP end the watch. Blocked before the client
+  // starts its threads (they inherit the mask) and taken by a thread of
+  // their own, which ends the observer's wait: the watch waits for changes
+  // (the poller's, the bells') instead of looking every so often.
   sigset_t stop;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   DatabaseDistributedLock client(options);
   details::Engine& engine = details::ClientAccess::of(client);
-  std::uint64_t seen = 0;
-  bool first = true;
-  for (;;) {
-    // Short looks, so a signal ends the watch within a fraction of a second.
-    const auto request = engine.make_observe_request(name, Owner::this_thread().id(), seen, Millis(200));
-    if (const auto row = first ? std::optional<details::ElectionRow>(engine.election(name)) : engine.observe(request)) {
-      first = false;
-      seen = row->view_revision();
-      std::cout << describe(name, *row, json) << std::endl;
+  const details::NameKey key(details::Kind::kElection, name);
+  std::atomic<bool> stopped{false};
+  std::atomic<int> signal_number{0};
+  std::thread signals([&] {
+    const timespec tick{0, 100'000'000};
+    while (!stopped) {
+      const int sig = ::sigtimedwait(&stop, nullptr, &tick);
+      if (sig <= 0) continue;
+      signal_number = sig;
+      stopped = true;
+      engine.interrupt_waits(key);  // the observer looks at `stopped`
     }
-    const timespec now{0, 0};
-    const int sig = ::sigtimedwait(&stop, nullptr, &now);
-    if (sig > 0) return 128 + sig;
+  });
+  int code = kExitOk;
+  try {
+    details::ElectionRow row = engine.election(name);
+    std::cout << describe(name, row, json) << std::endl;
+    std::uint64_t seen = row.view_revision();
+    while (!stopped) {
+      const auto request = engine.make_observe_request(name, Owner::this_thread().id(), seen, std::nullopt);
+      if (const auto changed = engine.observe(request, &stopped)) {
+        seen = changed->view_revision();
+        std::cout << describe(name, *changed, json) << std::endl;
+      }
+    }
+    code = 128 + signal_number.load();
+  } catch (...) {
+    stopped = true;
+    signals.join();
+    throw;
   }
+  signals.join();
+  return code;
 }
 
 }  // namespace dlock::cli
