@@ -82,6 +82,32 @@ void validate_names(const std::vector<std::string>& names) {
   for (const auto& n : names) details::validate_name(n);
 }
 
+// What follows the options of `run` and `elect` (`verb`): NAME, then the
+// command (its own options included; a `--` right after NAME is dropped),
+// or only NAME with -c (`shell_command`, run through `sh -c`). `what`
+// names NAME in messages ("lock", "election"). Throws std::invalid_argument.
+void split_name_and_command(const std::string& verb, const std::string& what, std::vector<std::string> rest,
+                            const std::string& shell_command, std::string& name, std::vector<std::string>& command) {
+  if (rest.empty() || rest.front() == "--")
+    throw std::invalid_argument(verb + ": a" + (what[0] == 'e' ? "n " : " ") + what +
+                                " name is needed before the command (dlock " + verb + " NAME COMMAND...)");
+  // Option parsing stops at the first word it does not know: that must be
+  // the name, not a mistyped option.
+  if (rest.front().size() > 1 && rest.front()[0] == '-')
+    throw std::invalid_argument(verb + ": unknown option " + rest.front() + " (the " + what +
+                                " name comes after the options)");
+  name = rest.front();
+  rest.erase(rest.begin());
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!shell_command.empty()) {
+    if (!rest.empty()) throw std::invalid_argument(verb + ": -c takes the whole command; give only NAME after it");
+    rest = {"sh", "-c", shell_command};
+  }
+  if (rest.empty()) throw std::invalid_argument(verb + ": no command to run after the " + what + " name " + name);
+  command = std::move(rest);
+  validate_names({name});
+}
+
 void setup_logging(bool verbose) {
   // Colours only on a terminal (spdlog's automatic mode checks isatty).
   auto logger = spdlog::stderr_color_mt("dlock", spdlog::color_mode::automatic);
@@ -242,23 +268,7 @@ int main(int argc, char** argv) {
     // Everything below is checked before the database is touched.
     const Options options = resolve_options(g);
     if (run_cmd->parsed()) {
-      std::vector<std::string> rest = run_cmd->remaining();
-      if (rest.empty() || rest.front() == "--")
-        throw std::invalid_argument("run: a lock name is needed before the command (dlock run NAME COMMAND...)");
-      // Option parsing stops at the first word it does not know: that must
-      // be the name, not a mistyped option.
-      if (rest.front().size() > 1 && rest.front()[0] == '-')
-        throw std::invalid_argument("run: unknown option " + rest.front() + " (the lock name comes after the options)");
-      run.name = rest.front();
-      rest.erase(rest.begin());
-      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-      if (!shell_command.empty()) {
-        if (!rest.empty()) throw std::invalid_argument("run: -c takes the whole command; give only NAME after it");
-        rest = {"sh", "-c", shell_command};
-      }
-      if (rest.empty()) throw std::invalid_argument("run: no command to run after the lock name " + run.name);
-      run.command = rest;
-      validate_names({run.name});
+      split_name_and_command("run", "lock", run_cmd->remaining(), shell_command, run.name, run.command);
       if (run_shared) run.side = details::LockSide::kRead;
       if (run_exclusive) run.side = details::LockSide::kWrite;
       if (run_fair) run.side = details::LockSide::kFair;
@@ -274,21 +284,8 @@ int main(int argc, char** argv) {
       return run_command(options, run);
     }
     if (elect_cmd->parsed()) {
-      std::vector<std::string> rest = elect_cmd->remaining();
-      if (rest.empty() || rest.front() == "--")
-        throw std::invalid_argument("elect: an election name is needed before the command (dlock elect NAME COMMAND...)");
-      if (rest.front().size() > 1 && rest.front()[0] == '-')
-        throw std::invalid_argument("elect: unknown option " + rest.front() + " (the election name comes after the options)");
-      elect.name = rest.front();
-      rest.erase(rest.begin());
-      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-      if (!elect_shell_command.empty()) {
-        if (!rest.empty()) throw std::invalid_argument("elect: -c takes the whole command; give only NAME after it");
-        rest = {"sh", "-c", elect_shell_command};
-      }
-      if (rest.empty()) throw std::invalid_argument("elect: no command to run after the election name " + elect.name);
-      elect.command = rest;
-      validate_names({elect.name});
+      split_name_and_command("elect", "election", elect_cmd->remaining(), elect_shell_command, elect.name,
+                             elect.command);
       if (elect.value.size() > 64 * 1024) throw std::invalid_argument("elect: --value is at most 64 KiB");
       if (elect_no_wait) elect.wait = Millis::zero();
       if (!elect_wait_text.empty()) elect.wait = parse_duration(elect_wait_text, true);

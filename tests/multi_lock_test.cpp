@@ -33,14 +33,9 @@ using Clock = std::chrono::steady_clock;
 using test::ChildProcess;
 using test::fresh_options;
 using test::same_table;
+using test::slow_poll;
 using test::url_for;
 using test::wait_until;
-
-// A poll too slow to explain a prompt wake.
-Options slow_poll(Options o) {
-  o.poll_interval = 30s;
-  return o;
-}
 
 bool free_elsewhere(DatabaseDistributedLock& other, const std::string& name) {
   if (!other.try_lock(name)) return false;

@@ -112,6 +112,11 @@ Options fresh_options(const std::string& table_hint) {
   return o;
 }
 
+Options slow_poll(Options o) {
+  o.poll_interval = 30s;
+  return o;
+}
+
 void execute_sql(const std::string& sql) { open_connection()->execute_plain(sql); }
 
 std::string query_scalar(const std::string& sql) {

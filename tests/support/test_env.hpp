@@ -42,6 +42,8 @@ std::string database_url_as(const std::string& user, const std::string& paramete
 Options fresh_options(const std::string& table_hint = "");
 // Options for the same table as `base`, without dropping it again.
 Options same_table(const Options& base);
+// `o` with a 30 s poll: too slow to explain a prompt wake-up in a test.
+Options slow_poll(Options o);
 
 // Runs one statement on a connection of its own (test setup and checks).
 void execute_sql(const std::string& sql);
