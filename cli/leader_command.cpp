@@ -10,41 +10,57 @@
 
 #include "api/tools.hpp"
 #include "exit_codes.hpp"
-#include "lock_view.hpp"
+#include "names.hpp"
 
 namespace dlock::cli {
 
 namespace {
 
+// The leadership's hold as introspection shows it (client label, since,
+// lease left), if it is still the one of `term`.
+std::optional<HoldInfo> leadership(DatabaseDistributedLock& client, const std::string& name, std::uint64_t term) {
+  ActivityQuery query;
+  query.names = {name};
+  query.types = {HoldType::kElection};
+  for (auto& h : client.inspect(query).holds)
+    if (h.fence == term) return std::move(h);
+  return std::nullopt;
+}
+
 // One view of the election, as a line of text or JSON. `value` is bytes:
 // shown as text when it is UTF-8 (escaped for the terminal), and in JSON
 // also as value_hex when it is not.
-std::string describe(const std::string& name, const details::ElectionRow& row, bool json) {
+std::string describe(DatabaseDistributedLock& client, const std::string& name, const LeaderView& view, bool json) {
+  std::optional<HoldInfo> hold;
+  if (view.leader) hold = leadership(client, name, view.leader->term);
   if (json) {
     nlohmann::ordered_json j;
     j["name"] = name;
-    j["revision"] = row.view_revision();
-    if (row.live) {
-      nlohmann::ordered_json l;
-      l["value"] = row.value;
-      if (!is_utf8(row.value)) l["value_hex"] = to_hex(row.value);
-      l["term"] = row.fence;
-      l["machine_id"] = row.machine;
-      l["host"] = row.host;
-      l["pid"] = row.pid;
-      l["since"] = row.acquired_at;
-      if (row.ttl_us) l["expires_in_ms"] = *row.ttl_us / 1000;
-      j["leader"] = l;
+    j["revision"] = view.revision;
+    if (view.leader) {
+      const Leader& l = *view.leader;
+      nlohmann::ordered_json o;
+      o["value"] = l.value;
+      if (!is_utf8(l.value)) o["value_hex"] = to_hex(l.value);
+      o["term"] = l.term;
+      o["machine_id"] = hold ? nlohmann::ordered_json(hold->machine) : nlohmann::ordered_json();
+      o["host"] = l.host;
+      o["pid"] = l.pid;
+      o["since"] = hold ? nlohmann::ordered_json(hold->acquired_at) : nlohmann::ordered_json();
+      if (hold) o["expires_in_ms"] = hold->expires_in.count() / 1000;
+      j["leader"] = o;
     } else {
       j["leader"] = nullptr;
     }
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
   std::string line = readable_name(name) + ": ";
-  if (!row.live) return line + "no leader (revision " + std::to_string(row.view_revision()) + ")";
-  return line + "led by " + row.machine + " (host " + row.host + ", pid " + std::to_string(row.pid) + ") since " +
-         row.acquired_at + ", term " + std::to_string(row.fence) + ", value \"" + readable_name(row.value) +
-         "\" (revision " + std::to_string(row.view_revision()) + ")";
+  if (!view.leader) return line + "no leader (revision " + std::to_string(view.revision) + ")";
+  const Leader& l = *view.leader;
+  return line + "led by " + (hold ? readable_name(hold->machine) + " " : std::string()) + "(host " +
+         readable_name(l.host) + ", pid " + std::to_string(l.pid) + ")" +
+         (hold ? " since " + hold->acquired_at : std::string()) + ", term " + std::to_string(l.term) + ", value \"" +
+         readable_name(l.value) + "\" (revision " + std::to_string(view.revision) + ")";
 }
 
 }  // namespace
@@ -52,7 +68,7 @@ std::string describe(const std::string& name, const details::ElectionRow& row, b
 int leader_command(const Options& options, const std::string& name, bool json, bool watch) {
   if (!watch) {
     DatabaseDistributedLock client(options);
-    std::cout << describe(name, details::ClientAccess::of(client).election(name), json) << std::endl;
+    std::cout << describe(client, name, client.get_election(name).leader(), json) << std::endl;
     return kExitOk;
   }
   // SIGINT, SIGTERM, SIGHUP end the watch. Blocked before the client
@@ -80,14 +96,15 @@ int leader_command(const Options& options, const std::string& name, bool json, b
   });
   int code = kExitOk;
   try {
-    details::ElectionRow row = engine.election(name);
-    std::cout << describe(name, row, json) << std::endl;
-    std::uint64_t seen = row.view_revision();
+    const Election election = client.get_election(name);
+    LeaderView view = election.leader();
+    std::cout << describe(client, name, view, json) << std::endl;
     while (!stopped) {
-      const auto request = engine.make_observe_request(name, Owner::this_thread().id(), seen, std::nullopt);
-      if (const auto changed = engine.observe(request, &stopped)) {
-        seen = changed->view_revision();
-        std::cout << describe(name, *changed, json) << std::endl;
+      // The engine's observer wait, which the signal thread can end.
+      const auto request = engine.make_observe_request(name, Owner::this_thread().id(), view.revision, std::nullopt);
+      if (engine.observe(request, &stopped)) {
+        view = election.leader();
+        std::cout << describe(client, name, view, json) << std::endl;
       }
     }
     code = 128 + signal_number.load();

@@ -6,6 +6,7 @@
 //   dlock [--url URL] [--table T] elect [-w DUR | -n] [--value V] [-E CODE] NAME COMMAND [ARGS...]
 //   dlock [--url URL] [--table T] leader [--json] [--watch] NAME
 //   dlock [--url URL] [--table T] status [--json] [NAME...]
+//   dlock [--url URL] [--table T] top [--once] [--json] [--limit N] [--kind K]... [--interval DUR] [NAME...]
 //   dlock [--url URL] [--table T] force-unlock [--semaphore | -s | -x | --read-write] NAME...
 //   dlock [--url URL] [--table T] init [--print-sql]
 //
@@ -26,8 +27,9 @@
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "leader_command.hpp"
-#include "lock_view.hpp"
+#include "names.hpp"
 #include "run_command.hpp"
+#include "top_command.hpp"
 #include "api/tools.hpp"
 
 namespace {
@@ -221,11 +223,31 @@ int main(int argc, char** argv) {
   leader_cmd->add_flag("--watch", leader_watch, "print one line per change until interrupted");
   bool json = false;
   std::vector<std::string> status_names;
-  auto* status_cmd = app.add_subcommand("status", "show held locks and semaphores, or the named ones");
+  auto* status_cmd = app.add_subcommand(
+      "status", "show every hold (locks, fair locks, semaphore permits, read and write holds, leaderships) and the "
+                "waiters in fair lock queues, or those of the named names; WAITERS counts the waiters the database "
+                "shows (a fair lock's queue; else 1 when another client marked the hold as waited for)");
   status_cmd->add_flag("--json", json, "one JSON object per line");
   bool status_hex = false;
   status_cmd->add_flag("--hex", status_hex, "the names are given in hex (the name_hex of status --json)");
-  status_cmd->add_option("names", status_names, "lock names (default: every held lock)");
+  status_cmd->add_option("names", status_names, "names (default: every held name)");
+
+  TopArgs top;
+  std::vector<std::string> top_kinds;
+  std::string top_interval_text = "1s";
+  bool top_hex = false;
+  auto* top_cmd = app.add_subcommand(
+      "top", "a live view of the holds, longest held first, refreshed until interrupted (SIGINT, SIGTERM, SIGHUP); "
+             "in a pipe the views follow one another without escape codes");
+  top_cmd->add_flag("--once", top.once, "print one view and exit");
+  top_cmd->add_flag("--json", top.json, "one JSON object per view and line");
+  long long top_limit = 50;
+  top_cmd->add_option("--limit", top_limit, "most holds (and fair lock waiters) shown, 0..1000000; 0: all (default 50)")
+      ->check(CLI::Range(0LL, 1'000'000LL));
+  top_cmd->add_option("--kind", top_kinds, "only this kind: lock, fair, semaphore, write, read, election (repeatable)");
+  top_cmd->add_option("--interval", top_interval_text, "time between views (default 1s)");
+  top_cmd->add_flag("--hex", top_hex, "the names are given in hex (the name_hex of status --json)");
+  top_cmd->add_option("names", top.names, "names (default: every name)");
 
   std::vector<std::string> force_names;
   auto* force_cmd = app.add_subcommand("force-unlock", "clear the holders of the named locks");
@@ -302,6 +324,20 @@ int main(int argc, char** argv) {
         for (auto& n : status_names) n = from_hex(n);
       validate_names(status_names);
       return status_command(options, status_names, json);
+    }
+    if (top_cmd->parsed()) {
+      if (top_hex)
+        for (auto& n : top.names) n = from_hex(n);
+      validate_names(top.names);
+      for (const auto& k : top_kinds) {
+        const auto type = parse_hold_type(k);
+        if (!type) throw std::invalid_argument("top: unknown --kind \"" + k + "\" (lock, fair, semaphore, write, read, election)");
+        top.types.push_back(*type);
+      }
+      top.limit = static_cast<std::size_t>(top_limit);
+      top.interval = parse_duration(top_interval_text);
+      if (top.interval < Millis(100)) throw std::invalid_argument("top: --interval is at least 100ms");
+      return top_command(options, top);
     }
     if (force_cmd->parsed()) {
       if (force_hex)

@@ -61,8 +61,8 @@
 #include "api/tools.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
-#include "lock_view.hpp"
-#include "rw_view.hpp"
+#include "activity_view.hpp"
+#include "names.hpp"
 
 extern char** environ;
 
@@ -351,34 +351,46 @@ class Held {
   // Who has it, for the refusal message.
   std::string holders() {
     try {
+      ActivityQuery query;
+      query.names = {args_.name};
+      query.types = {type()};
+      const Activity now = inspect(options_, query);
+      const auto& holds = now.holds;
       if (election_) {
-        const details::ElectionRow row = engine_.election(args_.name);
-        if (!row.live) return "nobody (a campaign elsewhere is about to win)";
-        return row.machine + " (host " + row.host + ", pid " + std::to_string(row.pid) + "), term " +
-               std::to_string(row.fence);
+        if (holds.empty()) return "nobody (a campaign elsewhere is about to win)";
+        return readable_name(holds[0].machine) + " (host " + readable_name(holds[0].host) + ", pid " +
+               std::to_string(holds[0].pid) + "), term " + std::to_string(holds[0].fence);
       }
-      const auto rows = details::list_rows(options_, {args_.name});
       if (args_.side == details::LockSide::kFair) {
-        for (const auto& row : rows)
-          if (row.key.kind == details::Kind::kFair && row.live) return holder_summary(row);
+        if (!holds.empty()) return holder_summary(holds[0]);
         return "nobody, but others queue for it (a try never overtakes them)";
       }
+      if (args_.permits != 0)
+        return std::to_string(holds.size()) + " permit holder(s) (bound " + std::to_string(args_.permits) + ")";
       if (args_.side != details::LockSide::kMutex) {
-        for (const auto& view : group_rw(rows))
-          if (view.name == args_.name) return rw_summary(view);
-        return "a waiting writer (new readers wait behind it)";
+        // The other side keeps this one out: a writer, or the readers.
+        query.types = {args_.side == details::LockSide::kRead ? HoldType::kWrite : HoldType::kRead};
+        const Activity other = inspect(options_, query);
+        if (other.holds.empty()) return "a waiting writer (new readers wait behind it)";
+        if (other.holds[0].type == HoldType::kWrite) return "writer " + holder_summary(other.holds[0]);
+        return std::to_string(other.holds.size()) + " reader(s)";
       }
-      if (args_.permits != 0) {
-        std::size_t live = 0;
-        for (const auto& row : rows) live += row.key.kind == details::Kind::kSemaphore && row.live ? 1 : 0;
-        return std::to_string(live) + " permit holder(s) (bound " + std::to_string(args_.permits) + ")";
-      }
-      for (const auto& row : rows)
-        if (row.key.kind == details::Kind::kLock && row.live) return holder_summary(row);
+      if (!holds.empty()) return holder_summary(holds[0]);
     } catch (const BackendError&) {
       // Who it was is a courtesy; the exit code says what matters.
     }
     return "another owner";
+  }
+  // The kind of hold this run takes.
+  HoldType type() const {
+    if (election_) return HoldType::kElection;
+    if (semaphore_) return HoldType::kSemaphore;
+    switch (args_.side) {
+      case details::LockSide::kFair: return HoldType::kFairLock;
+      case details::LockSide::kRead: return HoldType::kRead;
+      case details::LockSide::kWrite: return HoldType::kWrite;
+      default: return HoldType::kLock;
+    }
   }
   // The fencing token: the lock's (or the side's), or the permit's slot's.
   std::uint64_t fence() {

@@ -10,7 +10,8 @@
 #   is checked: no two turns overlap, fences strictly increase.
 #
 #   Act 2 (C++): two processes of examples/contention_demo take turns with
-#   std::lock_guard<dlock::Lock> and a fenced write.
+#   std::lock_guard<dlock::Lock> and a fenced write; `dlock top --once`
+#   shows the holder mid-turn.
 #
 #   Act 3 (C++, asynchronous): examples/async_demo, coroutines on one thread.
 #
@@ -135,6 +136,16 @@ cpp_log="$work/cpp.log"
 a=$!
 "$build_dir/examples/contention_demo" "$DLOCK_URL" bob 3 "$cpp_log" &
 b=$!
+# What an operator sees meanwhile: one view of dlock top, taken while one
+# of them holds the lock (a turn lasts 150 ms; a few tries catch one).
+view=""
+for _ in $(seq 1 60); do
+  view=$("$dlock" top --once)
+  case "$view" in *"1 hold "*) break ;; esac
+  sleep 0.05
+done
+say "dlock top --once, mid-turn"
+echo "$view" | sed 's/^/   /'
 wait "$a"
 wait "$b"
 if [ "$(wc -l <"$cpp_log")" -eq 6 ] && sort -n -c "$cpp_log" && [ "$(cut -d' ' -f1 "$cpp_log" | sort -u | wc -l)" -eq 6 ]; then

@@ -64,6 +64,7 @@
 #include "dlock/election.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/export.hpp"
+#include "dlock/introspection.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"
@@ -209,6 +210,11 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name);
   // The same, both sides acting for `owner` from any thread.
   [[nodiscard]] ReadWriteLock get_read_write_lock(std::string name, Owner owner);
+  // What the database shows of the holds and waiters of every kind (see
+  // <dlock/introspection.hpp>), read on one pooled connection. Throws
+  // std::invalid_argument (no SQL) for a bad name in `query`, BackendError
+  // when the read fails within io_timeout.
+  [[nodiscard]] Activity inspect(const ActivityQuery& query = {});
   // Ends `owner`'s pending asynchronous lock waits in this client (see
   // <dlock/asio.hpp>): each completes with Cancelled and holds nothing.
   // Waits that start later are not affected; neither are synchronous waits

@@ -16,12 +16,18 @@
 //   dlock/distributed_lock.hpp  DatabaseDistributedLock
 //   dlock/lock.hpp              Lock (Lockable / TimedLockable handle)
 //   dlock/owner.hpp             Owner (who holds: a thread, or an owner of its own)
+//   dlock/semaphore.hpp         Semaphore, Permit
+//   dlock/read_write_lock.hpp   ReadWriteLock
+//   dlock/multi_lock.hpp        MultiLock (several names, all or nothing)
+//   dlock/election.hpp          Election, LeaderView
+//   dlock/introspection.hpp     inspect, Activity, HoldInfo (who holds what)
 //   dlock/version.hpp           DLOCK_VERSION_* macros
 #pragma once
 
 #include "dlock/distributed_lock.hpp"
 #include "dlock/election.hpp"
 #include "dlock/errors.hpp"
+#include "dlock/introspection.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"

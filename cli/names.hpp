@@ -1,6 +1,4 @@
-// How a lock row reads to an operator: in `dlock status` (a table, or one
-// JSON object per line), in `dlock force-unlock`, and when `dlock run` says
-// who holds a lock it could not get.
+// How names read to an operator, in every command's text and JSON.
 //
 // Names are byte strings. Valid UTF-8 is shown as it is (JSON escapes only
 // what JSON requires; the table escapes control characters). Other bytes
@@ -12,7 +10,6 @@
 #include <string>
 #include <string_view>
 
-#include "api/tools.hpp"
 
 namespace dlock::cli {
 
@@ -23,11 +20,5 @@ std::string readable_name(std::string_view bytes);
 std::string to_hex(std::string_view bytes);
 // Throws std::invalid_argument on odd length or a non-hex character.
 std::string from_hex(std::string_view hex);
-
-// One line of `status --json` (no newline).
-std::string row_json(const details::HoldRow& row);
-// "web01 (host db-7, pid 4242, owner 3), held for 12.0s, expires in 28.0s,
-// fence 17" for a held row; "nobody" otherwise.
-std::string holder_summary(const details::HoldRow& row);
 
 }  // namespace dlock::cli
