@@ -27,7 +27,7 @@
 -- column that changed between NULL and a value would make every take and
 -- release rewrite the whole record.
 CREATE TABLE IF NOT EXISTS `distributed_lock` (
-  kind          TINYINT UNSIGNED NOT NULL COMMENT '1 lock, 2 semaphore slot, 3 read-write lock, 4 read hold, 5 fair lock, 6 election',
+  kind          TINYINT UNSIGNED NOT NULL COMMENT '1 lock, 2 semaphore slot, 3 read-write lock, 4 read hold, 5 fair lock, 6 election, 7 parked election observer',
   lock_name     VARBINARY(255)   NOT NULL COMMENT 'the name; bytes, compared exactly',
   slot          BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'semaphore: 0..bound-1; read hold: its client and slot; fair lock: 0 the hold, n > 0 the queue',
   hold_id       BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'random id of the current or last hold',

@@ -234,7 +234,7 @@ TEST(Election, AHandoverElsewhereReachesAnObserverAtOnce) {
 }
 
 // A new leader in another client after a time without one is seen at the
-// poll (nothing rings for it).
+// latest at the poll (with fast wake-up off nothing else tells of it).
 TEST(Election, ANewLeaderElsewhereIsSeenAtThePoll) {
   const Options o = fresh_options();  // 200 ms poll
   DatabaseDistributedLock a(o), b(same_table(o));
@@ -250,6 +250,66 @@ TEST(Election, ANewLeaderElsewhereIsSeenAtThePoll) {
   ASSERT_TRUE(v->leader.has_value());
   EXPECT_EQ(v->leader->term, term);
   candidate.resign();
+}
+
+// The count of observer rows parked on `name` (sql/election_rows.hpp).
+std::string parked_observers(const Options& o, const std::string& name, bool live_only = true) {
+  return test::query_scalar("SELECT COUNT(*) FROM `" + o.table + "` WHERE kind = 7 AND lock_name = '" + name + "'" +
+                            (live_only ? " AND expire_time > NOW(6)" : ""));
+}
+
+// With fast wake-up, a leader elected in another client long after the
+// last one ended (or the first ever) reaches observers at the take itself:
+// their bell watchers park a session each, which the take interrupts. A
+// 30 s poll cannot explain it.
+TEST(Election, ANewLeaderAfterAVacancyReachesObserversElsewhereAtOnce) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "fast wake-up is off";
+  const Options o = slow_poll(fresh_options());
+  DatabaseDistributedLock a(o), b(same_table(o)), c(same_table(o));
+  Election candidate = c.get_election("svc", Owner::create());
+  for (const bool ever_campaigned : {false, true}) {
+    SCOPED_TRACE(ever_campaigned ? "after a resign" : "the first leader ever");
+    const std::uint64_t seen = a.get_election("svc").leader().revision;
+    std::vector<std::future<std::optional<LeaderView>>> observers;
+    for (DatabaseDistributedLock* client : {&a, &b})
+      observers.push_back(std::async(std::launch::async, [client, seen] {
+        return client->get_election("svc").observe(seen, 20s);
+      }));
+    // Both parked, and past the short re-reads after a leadership ends.
+    ASSERT_TRUE(wait_until([&] { return parked_observers(o, "svc") == "2"; }, 10s));
+    std::this_thread::sleep_for(300ms);
+    for (auto& f : observers) ASSERT_EQ(f.wait_for(0ms), std::future_status::timeout) << "woken with no change";
+    const auto t0 = Clock::now();
+    const std::uint64_t term = candidate.campaign("c");
+    for (auto& f : observers) {
+      ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "the new leader was not seen at the take";
+      const auto v = f.get();
+      ASSERT_TRUE(v.has_value());
+      ASSERT_TRUE(v->leader.has_value());
+      EXPECT_EQ(v->leader->term, term);
+    }
+    EXPECT_LT(Clock::now() - t0, 5s);
+    EXPECT_TRUE(wait_until([&] { return parked_observers(o, "svc", false) == "0"; }, 10s))
+        << "the take leaves no observer row behind";
+    candidate.resign();
+  }
+}
+
+// A client that died while its observer was parked leaves a row; the next
+// take removes it, and a parked row never counts as a hold.
+TEST(Election, AParkedObserverRowIsNoHoldAndGoesWithTheNextTake) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock a(o);
+  test::execute_sql("INSERT INTO `" + o.table + "` (kind, lock_name, slot, hold_id, bell, expire_time) VALUES "
+                    "(7, 'svc', 42, 7, 'dlock-observer-gone', NOW(6) + INTERVAL 1 HOUR), "
+                    "(7, 'svc', 43, 8, 'dlock-observer-dead', NOW(6) - INTERVAL 1 SECOND)");
+  EXPECT_EQ(a.inspect().held_total(), 0u);
+  Election e = a.get_election("svc", Owner::create());
+  EXPECT_FALSE(e.leader().leader.has_value());
+  (void)e.campaign("a");
+  EXPECT_EQ(a.inspect().held_total(), 1u);
+  EXPECT_TRUE(wait_until([&] { return parked_observers(o, "svc", false) == "0"; }, 10s));
+  e.resign();
 }
 
 TEST(Election, AResignWakesACandidateElsewhereAtTheRelease) {

@@ -97,7 +97,8 @@ details::BellWatcher::Hooks counting_hooks(std::atomic<int>& rings) {
       [](details::SessionAddress session, const std::function<bool()>& still_waiting) {
         if (still_waiting()) test::execute_sql("KILL QUERY " + std::to_string(session.server_id));
       },
-      [](details::Kind kind) { return std::vector<details::Kind>{kind}; }};
+      [](details::Kind kind) { return std::vector<details::Kind>{kind}; },
+      [](const details::NameKey&) { return true; }};
 }
 
 details::NameKey lock_key(const std::string& name) { return details::NameKey(details::Kind::kLock, name); }
@@ -501,8 +502,8 @@ TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
   DatabaseDistributedLock holder(o);
   const details::HoldRows rows(o.table, nullptr);
   std::atomic<int> rings{0};
-  details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows, /*own_tag=*/0, 1, 1,
-                               spdlog::default_logger(), counting_hooks(rings), 2s);
+  details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows, /*own_tag=*/0,
+                               /*client_key=*/1, 1, 1, spdlog::default_logger(), counting_hooks(rings), 2s);
   for (int round = 0; round < 2; ++round) {
     holder.lock("idle");
     const int rung_before = rings.load();
@@ -531,7 +532,7 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   for (const bool ours : {true, false}) {
     std::atomic<int> rings{0};
     details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows,
-                                 ours ? holders_tag : holders_tag ^ 1, 1, 4, spdlog::default_logger(),
+                                 ours ? holders_tag : holders_tag ^ 1, /*client_key=*/1, 1, 4, spdlog::default_logger(),
                                  counting_hooks(rings));
     watcher.arm(lock_key("watched"));
     if (ours) {

@@ -41,11 +41,12 @@
 //   new leader, a proclaim, the end of a leadership (a resign, a lease that
 //   ran out). observe(after, wait) returns as soon as the revision is past
 //   `after`: at once for a change made in this client; at the change itself
-//   for a resign or proclaim in another client, and for a new leader there
-//   that takes over within a quarter second of the last one's end
-//   (Options::fast_wakeup); at the lease's end for a leader that died; at
-//   the next poll otherwise (a new leader after a longer time without one,
-//   fast wake-up off).
+//   for a resign, a proclaim or a new leader in another client
+//   (Options::fast_wakeup; a new leader after a time without one is told
+//   by interrupting a session this client parks meanwhile, which needs the
+//   taker to reach the same server under the same account); at the lease's
+//   end for a leader that died; at the next poll otherwise (fast wake-up
+//   off, or no connection free to park).
 //   Observers that keep passing the last revision they saw see every leader
 //   that held office for longer than a poll interval, in term order.
 //

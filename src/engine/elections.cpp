@@ -13,12 +13,14 @@
 // leader's lease runs), a lease that runs out at its end, and anything else
 // at the poll (the election kind's poll tells watchers of every change).
 //
-// Nothing rings for a take in another client: no bell can be watched
-// before its taker is known. But the common take follows a release at
-// once (a candidate elsewhere woke at the resign's ring, or at the dead
-// leader's lease end), so for a short while after an election is first
-// seen without a leader, an observer looks again at a growing pause (with
-// fast wake-up; about ten reads) before it leaves the rest to the poll.
+// No bell can be watched for a take in another client before its taker is
+// known. So while an election has no leader, the bell watcher parks a
+// session that the next take interrupts (wake_parked_observers; the
+// protocol is in sql/election_rows.hpp). The common take follows a release
+// at once (a candidate elsewhere woke at the resign's ring, or at the dead
+// leader's lease end), before the parked session can be in place, so for
+// a short while after an election is first seen without a leader, an
+// observer also looks again at a growing pause (about ten reads).
 #include <spdlog/spdlog.h>
 
 #include "base/printable.hpp"
@@ -162,9 +164,21 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
     // The lease's end is a change no statement makes: look again then.
     ttl_us = row.ttl_us.value_or(0);
     if (bells_ && !is_this_clients(row.hold_id)) bells_->arm(key);
+  } else if (bells_) {
+    bells_->arm(key);  // parks an observer, which the next take interrupts
   }
   s.step = wait_step(r.forever, r.deadline, ttl_us);
   return s;
+}
+
+void Engine::wake_parked_observers(std::string name, std::vector<ParkedObserver> parked) {
+  io_.post("waking parked observers",
+           [this, name = std::move(name), parked = std::move(parked)](const IoThread::ConnectionSource& connection) {
+             for (const auto& p : parked)
+               if (p.live) interrupt_parked_wait(connection(), p.lock);
+             // Live ones were woken; the others' clients died waiting.
+             elections_.unpark_observers(connection(), name, parked);
+           });
 }
 
 Micros Engine::leaderless_for(std::string_view name, std::uint64_t revision) {

@@ -118,7 +118,9 @@ void Engine::start() {
                  });
       };
       hooks.blockers = [this](Kind k) { return kind(k).traits.blocked_by; };
-      bells_ = std::make_unique<BellWatcher>(settings_, rows_, hold_tag_, options_.wakeup_connections, wait_seconds,
+      hooks.subscribed = [this](const NameKey& key) { return waiters_.has_subscriber(key); };
+      bells_ = std::make_unique<BellWatcher>(settings_, rows_, hold_tag_, client_key_, options_.wakeup_connections,
+                                             wait_seconds,
                                              logger_, std::move(hooks));
     } else {
       logger_->info("dlock: fast_wakeup needs io_timeout >= 2 s (a bell wait must end before the read timeout); "

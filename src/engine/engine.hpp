@@ -150,6 +150,9 @@ class Engine {
   // throws for database trouble (logged: the lease ends it).
   void resign(std::string_view name, std::uint64_t owner);
   // The election's row (one read).
+  // After an election take that found observers parked (sql/election_rows.hpp):
+  // interrupts their waits and removes their rows, on the io thread.
+  void wake_parked_observers(std::string name, std::vector<ParkedObserver> parked);
   ElectionRow election(std::string_view name);
   // Observing an election: the row once its view revision is above
   // `after`. One look (observe_step) says what to do next, as attempt_step

@@ -13,7 +13,10 @@
 // when the election's view changed.
 #include <cppconn/prepared_statement.h>
 
+#include <spdlog/spdlog.h>
+
 #include "base/micros.hpp"
+#include "base/printable.hpp"
 #include "base/known_rows.hpp"
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
@@ -43,7 +46,7 @@ HoldKind::Traits lock_traits(Kind kind) {
 class LockKind final : public HoldKind {
  public:
   LockKind(const HoldRows& rows, Kind kind)
-      : HoldKind(lock_traits(kind)), election_(kind == Kind::kElection), set_(rows) {
+      : HoldKind(lock_traits(kind)), election_(kind == Kind::kElection), elections_(rows), set_(rows) {
     const std::string& q = rows.quoted();
     const std::string k = std::to_string(static_cast<int>(kind));
     const std::string where = " WHERE kind = " + k + " AND lock_name = ? AND slot = 0";
@@ -128,9 +131,7 @@ class LockKind final : public HoldKind {
     if (!known) {
       known_.add(name);  // the upsert leaves a row either way
       if (changed == 1) t.fence = 1;
-      return t;
-    }
-    if (!t.taken) {
+    } else if (!t.taken) {
       // Refused, or the row is gone (deleted behind the client's back): look.
       HoldRow row =
           e.read([&](Connection& c) { return e.rows().read_state(c, RowKey{traits.kind, std::string(name), 0}); });
@@ -140,7 +141,23 @@ class LockKind final : public HoldKind {
       }
       t.seen = std::move(row);
     }
+    if (election_ && t.taken) after_election_take(e, name, holder.hold_id, t);
     return t;
+  }
+
+  // The read every campaign makes anyway for its term, which also finds the
+  // observers parked on the election while it had no leader: they are
+  // woken off this thread. The take stands whatever this read meets.
+  void after_election_take(Engine& e, std::string_view name, std::uint64_t hold_id, Taken& t) {
+    try {
+      AfterElectionTake after =
+          e.read([&](Connection& c) { return elections_.read_after_take(c, name, hold_id); });
+      if (after.held && t.fence == 0) t.fence = after.fence;
+      if (!after.observers.empty()) e.wake_parked_observers(std::string(name), std::move(after.observers));
+    } catch (const std::exception& ex) {
+      e.logger()->debug("dlock: election {}: reading its observers after a take failed: {}", printable(name),
+                        ex.what());
+    }
   }
 
   Refusal refused(Engine& e, const AcquireRequest& r, const Taken& t) override {
@@ -266,6 +283,7 @@ class LockKind final : public HoldKind {
 
   const bool election_;
   KnownRows known_;
+  const ElectionRows elections_;
   LockSet set_;
   std::string take_sql_;
   std::string upsert_sql_;

@@ -106,6 +106,64 @@ BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
   }
 }
 
+std::string observer_lock_name(std::uint64_t token) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string name = "dlock-observer-";
+  for (int shift = 60; shift >= 0; shift -= 4) name.push_back(kHex[(token >> shift) & 0xf]);
+  return name;
+}
+
+bool take_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
+  return get_lock_now(c, lock, logger);
+}
+
+void give_back_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
+  try {
+    run_statement(c, logger, "giving back an observer's lock", [&] {
+      auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
+      Binder(ps).text(lock);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      return 0;
+    });
+  } catch (const BackendError&) {
+    c.mark_broken();
+    throw;
+  }
+}
+
+ParkedWait park_until_interrupted(Connection& c, const std::string& lock, int wait_seconds,
+                                  const std::shared_ptr<spdlog::logger>& logger) {
+  try {
+    return run_statement(c, logger, "parking an observer", [&] {
+      // SLEEP answers 1 when a KILL QUERY ends it on MySQL; MariaDB fails
+      // the statement with ER_QUERY_INTERRUPTED instead.
+      auto& ps = c.prepared(std::string(kBellWaitPrefix) + "?) = 0, SLEEP(?), 0)");
+      Binder(ps).text(lock).i64(wait_seconds);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      if (!rs->next() || rs->isNull(1)) return ParkedWait::kInterrupted;
+      return rs->getInt(1) == 1 ? ParkedWait::kInterrupted : ParkedWait::kTimedOut;
+    });
+  } catch (const BackendError& e) {
+    if (e.code() == mysql_error::kQueryInterrupted) return ParkedWait::kInterrupted;
+    throw;
+  }
+}
+
+bool interrupt_parked_wait(Connection& killer, const std::string& lock) {
+  std::uint64_t session = 0;
+  try {
+    auto& ps = killer.prepared("SELECT IS_USED_LOCK(?)");
+    Binder(ps).text(lock);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    if (!rs->next() || rs->isNull(1)) return false;  // ended, or on another server
+    session = rs->getUInt64(1);
+  } catch (const sql::SQLException& e) {
+    if (e.getErrorCode() == 0 || is_connection_error(e.getErrorCode())) killer.mark_broken();
+    throw to_backend_error(e, "finding a parked observer");
+  }
+  return interrupt_bell_wait(killer, SessionAddress{session, killer.server_index()});
+}
+
 bool interrupt_bell_wait(Connection& killer, SessionAddress session) {
   if (killer.server_index() != session.server_index) return false;
   try {

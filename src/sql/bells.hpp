@@ -68,6 +68,26 @@ extern const char* const kBellWaitPrefix;
 BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
                        const std::shared_ptr<spdlog::logger>& logger);
 
+// ---- parked observers (sql/election_rows.hpp): a wait that only a KILL
+// QUERY ends early, found by the user lock its session holds.
+// The lock of a parked wait with `token`.
+std::string observer_lock_name(std::uint64_t token);
+// Takes `lock` on `c` (GET_LOCK, no wait). False if another session has it.
+bool take_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
+// Gives `lock` back (the connection is marked broken if that fails:
+// closing it gives the lock back).
+void give_back_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
+enum class ParkedWait { kTimedOut, kInterrupted };
+// Waits `wait_seconds` on `c`, which holds `lock`, unless a KILL QUERY
+// ends it first. The statement begins with kBellWaitPrefix, so
+// interrupt_bell_wait ends it too. One statement.
+ParkedWait park_until_interrupted(Connection& c, const std::string& lock, int wait_seconds,
+                                  const std::shared_ptr<spdlog::logger>& logger);
+// Ends the parked wait whose session holds `lock`, if that session is on
+// `killer`'s server, of the same account, and waiting. True if a KILL was
+// sent. Throws BackendError.
+bool interrupt_parked_wait(Connection& killer, const std::string& lock);
+
 // Sends KILL QUERY for `session` from `killer`, only if `killer` talks to
 // the session's server and that session belongs to the same account and is
 // in a bell wait (connection ids restart with the server, so an id

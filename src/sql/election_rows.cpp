@@ -16,6 +16,51 @@ ElectionRows::ElectionRows(const HoldRows& rows) : rows_(rows) {
               rows.quoted() + where;
   proclaim_sql_ = "UPDATE " + rows.quoted() + " SET value = ?, revision = revision + 1" + where +
                   " AND hold_id = ? AND " + fragments::live();
+  // The election's row and its parked observers, in one read.
+  after_take_sql_ = "SELECT kind, slot, fence, hold_id, bell, " + fragments::live() + " FROM " + rows.quoted() +
+                    " WHERE (kind = 6 AND lock_name = ? AND slot = 0) OR (kind = 7 AND lock_name = ?)";
+  park_sql_ = "INSERT INTO " + rows.quoted() +
+              " (kind, lock_name, slot, hold_id, bell, expire_time) VALUES (7, ?, ?, ?, ?, NOW(6) + INTERVAL ? SECOND)"
+              " ON DUPLICATE KEY UPDATE hold_id = ?, bell = ?, expire_time = NOW(6) + INTERVAL ? SECOND";
+  unpark_sql_ = "DELETE FROM " + rows.quoted() + " WHERE kind = 7 AND lock_name = ? AND slot = ? AND hold_id = ?";
+}
+
+AfterElectionTake ElectionRows::read_after_take(Connection& c, std::string_view name, std::uint64_t hold_id) const {
+  return rows_.run(c, "reading an election after a take", [&] {
+    auto& ps = c.prepared(after_take_sql_);
+    Binder(ps).text(name).text(name);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    AfterElectionTake after;
+    while (rs->next()) {
+      const bool live = rs->getInt(6) == 1;
+      if (rs->getUInt(1) == 6) {
+        after.held = live && rs->getUInt64(4) == hold_id;
+        if (after.held) after.fence = rs->getUInt64(3);
+        continue;
+      }
+      after.observers.push_back(ParkedObserver{rs->getUInt64(2), rs->getUInt64(4), rs->getString(5), live});
+    }
+    return after;
+  });
+}
+
+void ElectionRows::park_observer(Connection& c, std::string_view name, const ParkedObserver& o, int seconds) const {
+  rows_.run(c, "parking an observer", [&] {
+    auto& ps = c.prepared(park_sql_);
+    Binder(ps).text(name).u64(o.slot).u64(o.token).text(o.lock).i64(seconds).u64(o.token).text(o.lock).i64(seconds);
+    return execute_update(ps);
+  });
+}
+
+void ElectionRows::unpark_observers(Connection& c, std::string_view name,
+                                    const std::vector<ParkedObserver>& parked) const {
+  for (const auto& o : parked) {
+    rows_.run(c, "removing a parked observer", [&] {
+      auto& ps = c.prepared(unpark_sql_);
+      Binder(ps).text(name).u64(o.slot).u64(o.token);
+      return execute_update(ps);
+    });
+  }
 }
 
 ElectionRow ElectionRows::read(Connection& c, std::string_view name) const {

@@ -10,12 +10,24 @@
 // with no statement at all, a force-unlock) is a change too, and the view
 // only ever grows: a release leaves `revision` as it is and turns the view
 // odd; the next take adds one and makes it even again, higher.
+//
+// Parked observers. While an election has no leader, nothing rings when a
+// candidate takes it, so an observer's bell watcher (fast wake-up) parks
+// one session per observing client in a wait a KILL QUERY can end, and
+// says so in a row of kind 7 (never a hold; introspection skips it) under
+// the election's name: slot = the observing client's key, `bell` = the user
+// lock its parked session holds (the KILL finds the session by it, on the
+// taker's server), hold_id = the wait's token, expire_time = the wait's
+// end. An election take reads the rows beside its term and interrupts the
+// waits (Engine::wake_parked_observers). The observer re-reads the election
+// after its row lands, so a take either sees the row or is seen.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/election.hpp"
 #include "sql/hold_rows.hpp"
@@ -49,6 +61,21 @@ inline LeaderView to_leader_view(const ElectionRow& row) {
   return view;
 }
 
+// An observer parked on an election with no leader (see the header).
+struct ParkedObserver {
+  std::uint64_t slot = 0;   // the observing client's key
+  std::uint64_t token = 0;  // the wait's
+  std::string lock;         // the user lock its session holds while it waits
+  bool live = false;        // the wait has not ended by its own clock
+};
+
+// What an election take reads right after it took.
+struct AfterElectionTake {
+  bool held = false;         // the row carries the take's hold id, live
+  std::uint64_t fence = 0;   // the term, when held
+  std::vector<ParkedObserver> observers;
+};
+
 // The largest value a leader may proclaim.
 inline constexpr std::size_t kMaxElectionValue = 64 * 1024;
 
@@ -65,10 +92,21 @@ class ElectionRows {
   // hold is not live.
   bool proclaim(Connection& c, std::string_view name, std::uint64_t hold_id, std::string_view value) const;
 
+  // ---- parked observers (see the header)
+  // The term of take `hold_id` and the observers parked on the election.
+  AfterElectionTake read_after_take(Connection& c, std::string_view name, std::uint64_t hold_id) const;
+  // Says that `lock`'s session waits on `name` until `seconds` from now.
+  void park_observer(Connection& c, std::string_view name, const ParkedObserver& observer, int seconds) const;
+  // Removes the rows of `parked` (those still carrying their tokens).
+  void unpark_observers(Connection& c, std::string_view name, const std::vector<ParkedObserver>& parked) const;
+
  private:
   const HoldRows& rows_;
   std::string read_sql_;
   std::string proclaim_sql_;
+  std::string after_take_sql_;
+  std::string park_sql_;
+  std::string unpark_sql_;
 };
 
 }  // namespace dlock::details

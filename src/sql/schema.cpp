@@ -99,7 +99,7 @@ std::string Schema::create_sql_for(const std::string& name) const {
   return "CREATE TABLE IF NOT EXISTS " + quoted(name) +
          " (\n"
          "  kind          TINYINT UNSIGNED NOT NULL COMMENT '1 lock, 2 semaphore slot, 3 read-write lock, 4 read hold, "
-         "5 fair lock, 6 election',\n"
+         "5 fair lock, 6 election, 7 parked election observer',\n"
          "  lock_name     VARBINARY(255)   NOT NULL COMMENT 'the name; bytes, compared exactly',\n"
          "  slot          BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'semaphore: 0..bound-1; read hold: its client "
          "and slot; fair lock: 0 the hold, n > 0 the queue',\n"

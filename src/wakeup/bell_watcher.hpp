@@ -20,6 +20,14 @@
 // commit was visible: the waiters are woken again a few times with a
 // growing pause.
 //
+// An election without a leader has no bell: a take there rings nothing.
+// When only observers wait for such an election (no candidate: a candidate
+// would take it), the round parks instead: the connection takes a lock of
+// its own, says so in the election's observer row, reads the election once
+// more (a take that came first is seen here), and sleeps until an election
+// take interrupts it with a KILL QUERY (sql/election_rows.hpp), which
+// wakes the observers at once.
+//
 // The row stays the only truth. A spurious ring costs one refused
 // attempt; a missed one (a holder with no bell, a bell whose session died,
 // a release on a bell other than the one watched, no free connection)
@@ -43,6 +51,7 @@
 #include "base/keys.hpp"
 #include "sql/bells.hpp"
 #include "sql/connection.hpp"
+#include "sql/election_rows.hpp"
 #include "sql/hold_rows.hpp"
 
 namespace spdlog {
@@ -64,6 +73,8 @@ class BellWatcher {
     std::function<void(SessionAddress session, std::function<bool()> still_waiting)> interrupt;
     // The kinds of rows whose holds keep a waiter of `kind` out.
     std::function<std::vector<Kind>(Kind kind)> blockers;
+    // True while some local waiter of `key` would take it (not only watch).
+    std::function<bool(const NameKey& key)> subscribed;
   };
 
   // A dedicated connection unused this long is closed (and opened again
@@ -75,7 +86,9 @@ class BellWatcher {
   // `slots`: most dedicated connections. `wait_seconds`: longest single
   // GET_LOCK wait (below the connections' read timeout). `own_tag`: the
   // top 16 bits of this client's hold ids (base/identity.hpp).
-  BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::size_t slots,
+  // `client_key`: this client's key, the slot of its parked observer rows.
+  BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::uint64_t client_key,
+              std::size_t slots,
               int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
               std::chrono::milliseconds close_idle_after = kCloseIdleAfter);
   // Interrupts every waiting session and joins the threads (stop()).
@@ -115,6 +128,8 @@ class BellWatcher {
   // What a round found.
   enum class Round { kRung, kReleased, kNoBell, kTimedOut, kInterrupted, kCovered };
   Round watch(Connection& c, Slot& slot, const NameKey& key);
+  // The round for an election with no leader and only observers waiting.
+  Round park(Connection& c, Slot& slot, const NameKey& key, const std::vector<Kind>& kinds);
   // Under no lock: takes the bell `slot` watches among `bells` (foreign,
   // the soonest to expire first), and hands others to free connections.
   // Empty: every one is watched by another connection already.
@@ -129,7 +144,9 @@ class BellWatcher {
 
   const ConnectionSettings settings_;
   const HoldRows& rows_;
+  const ElectionRows elections_;
   const std::uint64_t own_tag_;
+  const std::uint64_t client_key_;
   const int wait_seconds_;
   const std::chrono::milliseconds close_idle_after_;
   const std::shared_ptr<spdlog::logger> logger_;
