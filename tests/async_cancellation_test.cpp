@@ -3,7 +3,8 @@
 // nothing held; a signal emitted after the operation ended (also after the
 // client is gone) does nothing; signals racing with completions lose no
 // hold and no handler; a coroutine racing a lock against a timer holds
-// nothing when the timer wins.
+// nothing when the timer wins. The same for a MultiLock's, an observer's
+// and a candidate's waits.
 //
 // Asio has cancellation slots from Boost 1.77 on. This file is built against
 // the Boost 1.81 headers scripts/install-deps.sh unpacks (tests/CMakeLists.txt),
@@ -99,6 +100,51 @@ TEST(Cancellation, ASignalEndsAPendingPermitWaitAndTheSemaphoreKeepsItsPermits) 
   EXPECT_FALSE(got_permit);
   held.release();
   EXPECT_EQ(other.get_semaphore("sem", 1).available_permits(), 1u);
+}
+
+// The other waits a slot can end: a MultiLock's (it holds none of its
+// names after), an observer's, and a candidate's (it leads nothing after).
+TEST(Cancellation, ASignalEndsPendingSetObserverAndCampaignWaits) {
+  const Options o = options_for("watched");
+  DatabaseDistributedLock client(o);
+  DatabaseDistributedLock other(o);
+  other.lock("b");
+  Election led = other.get_election("e", Owner::create());
+  (void)led.campaign("other");
+  asio::io_context io;
+  asio::cancellation_signal set_signal, observe_signal, campaign_signal;
+  MultiLock set = client.get_multi_lock({"a", "b"}, Owner::create());
+  Election election = client.get_election("e", Owner::create());
+  std::optional<std::exception_ptr> set_result, observe_result, campaign_result;
+  async_lock(set, asio::bind_cancellation_slot(set_signal.slot(), asio::bind_executor(io, [&](std::exception_ptr e) {
+                                                 set_result = e;
+                                               })));
+  async_observe(election, election.leader().revision,
+                asio::bind_cancellation_slot(observe_signal.slot(),
+                                             asio::bind_executor(io, [&](std::exception_ptr e, LeaderView) {
+                                               observe_result = e;
+                                             })));
+  async_campaign(election, "mine",
+                 asio::bind_cancellation_slot(campaign_signal.slot(),
+                                              asio::bind_executor(io, [&](std::exception_ptr e, std::uint64_t) {
+                                                campaign_result = e;
+                                              })));
+  asio::steady_timer timer(io, 300ms);
+  timer.async_wait([&](boost::system::error_code) {
+    for (auto* signal : {&set_signal, &observe_signal, &campaign_signal}) signal->emit(asio::cancellation_type::terminal);
+  });
+  io.run_for(10s);
+  for (const auto* result : {&set_result, &observe_result, &campaign_result}) {
+    ASSERT_TRUE(result->has_value()) << "a cancelled wait never completed";
+    EXPECT_TRUE(holds_error<Cancelled>(**result));
+  }
+  EXPECT_EQ(set.fencing_token("a"), 0u) << "the set holds a name after its wait was cancelled";
+  EXPECT_FALSE(client.is_locked("a")) << "the set held part of itself after its wait was cancelled";
+  EXPECT_FALSE(election.is_leader());
+  other.unlock("b");
+  led.resign();
+  EXPECT_TRUE(other.try_lock("a")) << "the cancelled set took a name afterwards";
+  other.unlock("a");
 }
 
 // The slot is cleared when the handler runs: a signal emitted then, or

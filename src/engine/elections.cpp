@@ -174,8 +174,15 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
 void Engine::wake_parked_observers(std::string name, std::vector<ParkedObserver> parked) {
   io_.post("waking parked observers",
            [this, name = std::move(name), parked = std::move(parked)](const IoThread::ConnectionSource& connection) {
-             for (const auto& p : parked)
-               if (p.live) interrupt_parked_wait(connection(), p.lock);
+             for (const auto& p : parked) {
+               if (!p.live) continue;
+               try {
+                 interrupt_parked_wait(connection(), p.lock);
+               } catch (const BackendError& e) {
+                 // That observer hears it at its poll; the others still get theirs.
+                 logger_->debug("dlock: election {}: waking a parked observer failed: {}", printable(name), e.what());
+               }
+             }
              // Live ones were woken; the others' clients died waiting.
              elections_.unpark_observers(connection(), name, parked);
            });
