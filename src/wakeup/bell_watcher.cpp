@@ -16,8 +16,8 @@ std::function<bool()> BellWatcher::still_waiting(const Slot& slot) {
 }
 
 BellWatcher::BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag,
-                         std::uint64_t client_key, std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
-                         std::chrono::milliseconds close_idle_after)
+                         std::uint64_t client_key, std::size_t slots, int wait_seconds,
+                         std::shared_ptr<spdlog::logger> logger, Hooks hooks, std::chrono::milliseconds close_idle_after)
     : settings_(std::move(settings)),
       rows_(rows),
       elections_(rows),
