@@ -167,15 +167,13 @@ bool interrupt_parked_wait(Connection& killer, const std::string& lock) {
 bool interrupt_bell_wait(Connection& killer, SessionAddress session) {
   if (killer.server_index() != session.server_index) return false;
   try {
-    auto& ps = killer.prepared(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
-        "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND LEFT(INFO, CHAR_LENGTH(?)) = ?");
-    Binder(ps).u64(session.server_id).text(kBellWaitPrefix).text(kBellWaitPrefix);
-    bool ours = false;
-    {
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      ours = rs->next() && rs->getInt(1) == 1;
-    }
+    // Sent as text (Connection::scalar_plain): the id and the prefix are ours.
+    const std::string prefix(kBellWaitPrefix);
+    const bool ours =
+        killer.scalar_plain("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
+                            std::to_string(session.server_id) +
+                            " AND USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND LEFT(INFO, " +
+                            std::to_string(prefix.size()) + ") = '" + prefix + "'") == 1;
     if (!ours) return false;
     killer.execute_plain("KILL QUERY " + std::to_string(session.server_id));
     return true;

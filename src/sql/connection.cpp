@@ -203,6 +203,13 @@ void Connection::execute_plain(const std::string& sql) {
   st->execute(sql);
 }
 
+std::uint64_t Connection::scalar_plain(const std::string& sql) {
+  std::unique_ptr<sql::Statement> st(connection_->createStatement());
+  std::unique_ptr<sql::ResultSet> rs(st->executeQuery(sql));
+  if (!rs->next() || rs->isNull(1)) return 0;
+  return rs->getUInt64(1);
+}
+
 sql::Connection& Connection::raw_for_session_change() {
   session_dirty_ = true;
   return *connection_;
@@ -211,13 +218,10 @@ sql::Connection& Connection::raw_for_session_change() {
 void settle_lost_session(Connection& c, SessionAddress lost) {
   if (lost.server_id == 0 || c.server_index() != lost.server_index || lost.server_id == c.server_id()) return;
   try {
-    auto& find = c.prepared("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND USER = "
-                            "SUBSTRING_INDEX(CURRENT_USER(), '@', 1)");
-    const auto present = [&] {
-      find.setUInt64(1, lost.server_id);
-      std::unique_ptr<sql::ResultSet> rs(find.executeQuery());
-      return rs->next() && rs->getInt(1) > 0;
-    };
+    // Sent as text (Connection::scalar_plain); the id is ours.
+    const std::string find = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " +
+                             std::to_string(lost.server_id) + " AND USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1)";
+    const auto present = [&] { return c.scalar_plain(find) > 0; };
     if (!present()) return;
     try {
       c.execute_plain("KILL CONNECTION " + std::to_string(lost.server_id));

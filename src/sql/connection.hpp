@@ -132,6 +132,11 @@ class Connection {
   sql::PreparedStatement& prepared(const std::string& sql);
   // Runs statements that take no parameters (DDL, session settings).
   void execute_plain(const std::string& sql);
+  // The first column of the first row of a query that takes no parameters,
+  // sent as text, never prepared (0 when there is no row or it is NULL).
+  // For reads of information_schema.PROCESSLIST: MariaDB 10.11 has been seen
+  // to crash re-executing such a prepared statement (in free_tmp_table).
+  std::uint64_t scalar_plain(const std::string& sql);
 
   // Direct access for code that changes session state (tests, tools). Marks
   // the session dirty, so the pool resets it before anyone else uses it.
