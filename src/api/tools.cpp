@@ -35,45 +35,6 @@ std::vector<HoldRow> list_rows(const Options& options, const std::vector<std::st
   return out;
 }
 
-std::vector<FairQueue> fair_queues(const Options& options, const std::vector<std::string>& names) {
-  for (const auto& name : names) validate_name(name);
-  auto c = connect(options);
-  CallBudget budget(options.io_timeout);
-  Schema(options.table).prepare(*c, false);
-  const HoldRows rows(options.table, nullptr);
-  // Live queue entries (src/kinds/fair.cpp), in queue order per name.
-  std::vector<FairQueue> out;
-  const auto read = [&](std::size_t first, std::size_t count, std::size_t bucket) {
-    rows.run(*c, "reading fair lock queues", [&] {
-      auto& ps = c->prepared(
-          "SELECT lock_name, machine_id, holder_host, holder_pid, owner_id, DATE_FORMAT(acquired_at,"
-          " '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, acquired_at, NOW(6)) FROM " + rows.quoted() +
-          " WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)" +
-          (bucket > 0 ? " AND lock_name IN (" + placeholders(bucket) + ")" : std::string()) +
-          " ORDER BY lock_name, acquired_at, slot");
-      Binder b(ps);
-      if (bucket > 0) bind_texts(b, names, first, count, bucket);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) {
-        const std::string name = rs->getString(1);
-        if (!out.empty() && out.back().name == name) {
-          ++out.back().length;
-          continue;
-        }
-        out.push_back(FairQueue{name, 1, rs->getString(2), rs->getString(3), rs->getUInt(4), rs->getUInt64(5),
-                                rs->getString(6), rs->getInt64(7)});
-      }
-      return 0;
-    });
-  };
-  if (names.empty()) {
-    read(0, 0, 0);
-  } else {
-    for_each_chunk(names, read);
-  }
-  return out;
-}
-
 std::size_t force_unlock(const Options& options, Kind kind, std::string_view name) {
   validate_name(name);
   auto c = connect(options);

@@ -4,8 +4,8 @@
 //
 // - ClientAccess::of: the engine behind a client, for an interruptible
 //   wait (`dlock run` ends its wait on a signal), test hooks and counters.
-// - The operator functions behind `dlock status`, `force-unlock` and
-//   `init`: each opens one connection of its own (no watchdog, no poller).
+// - The operator functions behind `dlock force-unlock` and `init`: each
+//   opens one connection of its own (no watchdog, no poller).
 // - The input checks the public API runs before any SQL (base/validation.hpp)
 //   and how names are shown in messages (base/printable.hpp).
 #pragma once
@@ -30,20 +30,6 @@ struct ClientAccess {
 // Every live row (`names` empty), else every row of those names, of every
 // kind; by kind, name and slot.
 std::vector<HoldRow> list_rows(const Options& options, const std::vector<std::string>& names);
-// The queue of a fair lock as an operator sees it: how many wait, and the
-// first of them.
-struct FairQueue {
-  std::string name;
-  std::size_t length = 0;
-  std::string machine;  // the first waiter's client label, host and pid
-  std::string host;
-  std::uint32_t pid = 0;
-  std::uint64_t owner = 0;
-  std::string waiting_since;  // "YYYY-MM-DDThh:mm:ss.ffffff", server time (UTC)
-  std::int64_t waited_us = 0;
-};
-// The fair locks with live queue entries (`names` empty: all), by name.
-std::vector<FairQueue> fair_queues(const Options& options, const std::vector<std::string>& names);
 // Frees every hold of (kind, name), any client's; how many. Waiters in
 // other clients notice at their poll.
 std::size_t force_unlock(const Options& options, Kind kind, std::string_view name);
