@@ -32,18 +32,32 @@ std::string kind_cell(const HoldInfo& h) {
   return kind;
 }
 
-Json hold_object(const HoldInfo& h) {
+// {"kind", "name", ["name_hex"]}: how every line begins.
+Json head(HoldType type, const std::string& name) {
   Json j;
-  j["kind"] = std::string(to_string(h.type));
-  put_name(j, h.name);
+  j["kind"] = std::string(to_string(type));
+  put_name(j, name);
+  return j;
+}
+
+// The client that holds or waits.
+void put_client(Json& j, const std::string& machine, const std::string& host, std::uint32_t pid, std::uint64_t owner) {
+  j["machine_id"] = machine;
+  j["host"] = host;
+  j["pid"] = pid;
+  j["owner"] = owner;
+}
+
+// A server time ("YYYY-MM-DDThh:mm:ss.ffffff", UTC) as ISO 8601 with its zone.
+Json utc(const std::string& server_time) { return server_time.empty() ? Json() : Json(server_time + "Z"); }
+
+Json hold_object(const HoldInfo& h) {
+  Json j = head(h.type, h.name);
   j["held"] = true;
-  j["machine_id"] = h.machine;
-  j["host"] = h.host;
-  j["pid"] = h.pid;
-  j["owner"] = h.owner;
+  put_client(j, h.machine, h.host, h.pid, h.owner);
   j["count"] = h.count;
   j["fence"] = h.fence;
-  j["acquired_at"] = h.acquired_at.empty() ? Json() : Json(h.acquired_at + "Z");
+  j["acquired_at"] = utc(h.acquired_at);
   j["held_for_ms"] = ms(h.held_for);
   j["expires_in_ms"] = ms(h.expires_in);
   j["watchdog"] = h.watchdog;
@@ -56,16 +70,11 @@ Json hold_object(const HoldInfo& h) {
 }
 
 Json waiter_object(const WaiterInfo& w) {
-  Json j;
-  j["kind"] = std::string(to_string(w.type));
-  put_name(j, w.name);
+  Json j = head(w.type, w.name);
   j["waiting"] = true;
   j["position"] = w.position;
-  j["machine_id"] = w.machine;
-  j["host"] = w.host;
-  j["pid"] = w.pid;
-  j["owner"] = w.owner;
-  j["waiting_since"] = w.waiting_since.empty() ? Json() : Json(w.waiting_since + "Z");
+  put_client(j, w.machine, w.host, w.pid, w.owner);
+  j["waiting_since"] = utc(w.waiting_since);
   j["waited_ms"] = ms(w.waited_for);
   return j;
 }
