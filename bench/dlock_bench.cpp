@@ -18,8 +18,14 @@
 //   dlock_bench --child-throughput URL CONTENDER THREADS MILLISECONDS PREFIX
 #include <dlock/asio.hpp>
 #include <dlock/dlock.hpp>
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#ifdef DLOCK_BENCH_PROMETHEUS
+#include <dlock/prometheus.hpp>
+#endif
 
 #include <boost/asio/use_future.hpp>
 
@@ -74,6 +80,24 @@ std::chrono::microseconds park_time(bool spread_over_poll, std::chrono::microsec
 std::string self_path;
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// GET /metrics from 127.0.0.1:`port`: how many bytes came back (0: failed).
+[[maybe_unused]] std::size_t scrape_bytes(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::size_t got = 0;
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buffer[16384];
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return got;
+}
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -821,6 +845,82 @@ struct Bench {
     report.goal({"fair lock handoff, other process: p99 < 5 ms", num(fair_call.p99) + " ms", fair_call.p99 < 5.0, false});
     report.goal({"hot fair lock (2 processes x 4 threads): >= 1.8 x floor cycles/s", num(fa / fl, 2) + " x",
                  fa >= 1.8 * fl, false});
+  }
+
+  // 11. Metrics: the uncontended cycle of three clients on one table, with
+  // counting on (the default), off, and on with the Prometheus adapter
+  // registered and scraped ten times a second (a Prometheus server scrapes
+  // every 15 s by default), interleaved cycle by cycle in one run.
+  void metrics_cost() {
+    const int cycles = quick ? 300 : 4000;
+    Options on = Options::from_url(url);
+    on.table = "bench_metrics";
+    Options off = on;
+    off.metrics = false;
+    std::map<std::string, std::unique_ptr<DatabaseDistributedLock>> clients;
+    clients["metrics off"] = std::make_unique<DatabaseDistributedLock>(off);
+    clients["metrics on"] = std::make_unique<DatabaseDistributedLock>(on);
+#ifdef DLOCK_BENCH_PROMETHEUS
+    clients["metrics on + Prometheus"] = std::make_unique<DatabaseDistributedLock>(on);
+    ::prometheus::Exposer exposer("127.0.0.1:0", 1);
+    auto registration = prometheus::register_metrics(exposer, *clients["metrics on + Prometheus"]);
+    const int port = exposer.GetListeningPorts().front();
+    std::atomic<bool> stop{false};
+    std::atomic<int> scrapes{0};
+    std::thread scraper([&] {
+      while (!stop) {
+        if (scrape_bytes(port) > 0) ++scrapes;
+        std::this_thread::sleep_for(100ms);
+      }
+    });
+#endif
+    std::vector<std::string> order;
+    for (const auto& [name, c] : clients) order.push_back(name);
+    std::map<std::string, std::vector<double>> samples;
+    for (const auto& name : order)
+      for (int i = 0; i < 50; ++i) {
+        clients[name]->lock("metrics-" + name);
+        clients[name]->unlock("metrics-" + name);
+      }
+    std::mt19937 shuffle_rng(20261127);
+    for (int i = 0; i < cycles; ++i) {
+      std::shuffle(order.begin(), order.end(), shuffle_rng);
+      for (const auto& name : order) {
+        auto& c = *clients[name];
+        const std::string lock_name = "metrics-" + name;
+        const auto t0 = Clock::now();
+        c.lock(lock_name);
+        c.unlock(lock_name);
+        samples[name].push_back(ms(Clock::now() - t0));
+      }
+    }
+#ifdef DLOCK_BENCH_PROMETHEUS
+    stop = true;
+    scraper.join();
+#endif
+    report.section("11. Metrics: what counting costs the uncontended cycle",
+                   "Three clients on one table, lock + unlock cycles interleaved one by one in a shuffled order: "
+                   "metrics off, on (the default), and on with the Prometheus adapter registered and its exposer "
+                   "scraped over HTTP ten times a second.");
+    const double off_median = summarize(samples["metrics off"]).median;
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    for (const auto& [name, v] : samples) {
+      const Summary sum = summarize(v);
+      rows.push_back({name, std::to_string(sum.n), num(sum.median), num(sum.p99), num(sum.median / off_median, 3)});
+      json += "\"" + name + "\": {\"median_ms\": " + num(sum.median) + ", \"p99_ms\": " + num(sum.p99) + "}, ";
+    }
+    report.table({"client", "cycles", "median ms", "p99 ms", "median vs metrics off"}, rows);
+#ifdef DLOCK_BENCH_PROMETHEUS
+    json += "\"scrapes\": " + std::to_string(scrapes.load()) + ", ";
+#endif
+    report.json("metrics", json.substr(0, json.size() - 2) + "}");
+    for (const auto& [name, v] : samples) {
+      if (name == "metrics off") continue;
+      const double ratio = summarize(v).median / off_median;
+      report.goal({"uncontended cycle, " + name + ": <= 1.02 x metrics off", num(ratio, 3) + " x", ratio <= 1.02,
+                   false});
+    }
   }
 
   // 10. Election: resign() hands the leadership to a candidate in another
@@ -1997,7 +2097,7 @@ int main(int argc, char** argv) {
         cluster_url = args[++i];
       } else {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL]\n"
-                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, fairness, starvation, wakeup, background, "
+                     "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, election, multilock, metrics, fairness, starvation, wakeup, background, "
                      "memory, async, cluster (needs --cluster-url: a node of a Galera cluster)\n";
         return 2;
       }
@@ -2029,6 +2129,7 @@ int main(int argc, char** argv) {
     if (selected("hotlock")) bench.hot_lock();
     if (selected("fairlock")) bench.fair_lock();
     if (selected("election")) bench.election();
+    if (selected("metrics")) bench.metrics_cost();
     if (selected("multilock")) bench.multi_lock();
     if (selected("fairness")) bench.semaphore_fairness();
     if (selected("starvation")) bench.rw_starvation();

@@ -7,8 +7,15 @@ include(CMakePackageConfigHelpers)
 
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
 
-install(DIRECTORY include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
-install(TARGETS dlock EXPORT dlockTargets
+install(DIRECTORY include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
+  PATTERN prometheus.hpp EXCLUDE)
+set(DLOCK_INSTALLED_TARGETS dlock)
+if(DLOCK_WITH_PROMETHEUS)
+  # The adapter, its header and its targets come with the library when built.
+  install(FILES include/dlock/prometheus.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dlock COMPONENT dev)
+  list(APPEND DLOCK_INSTALLED_TARGETS dlock_prometheus)
+endif()
+install(TARGETS ${DLOCK_INSTALLED_TARGETS} EXPORT dlockTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev)

@@ -26,6 +26,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # The static library needs Connector/C++ and spdlog at link time; the
 # headers include Boost.Asio's (<dlock/asio.hpp>).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libmysqlcppconn-dev, libspdlog-dev, libboost-dev (>= 1.74)")
+if(DLOCK_WITH_PROMETHEUS)
+  # The adapter (dlock::prometheus) is in the package when it was built.
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", prometheus-cpp-dev")
+endif()
 set(CPACK_COMPONENT_DEV_DESCRIPTION "reentrant distributed locks on MySQL/MariaDB (development files)
 dlock gives processes on many machines reentrant locks, fair locks,
 semaphores, read-write locks and multi-locks backed by one MySQL or

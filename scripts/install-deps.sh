@@ -5,7 +5,8 @@ set -euo pipefail
 
 # Build: compiler, CMake, Connector/C++ 1.1, Boost (Asio), spdlog; the
 # dlock command: CLI11, nlohmann-json; tests: GoogleTest, pkg-config,
-# dpkg-dev and file (the packaging tests: CPack's Debian generator), and
+# dpkg-dev and file (the packaging tests: CPack's Debian generator);
+# prometheus-cpp-dev for the optional Prometheus adapter and its test; and
 # the MariaDB server binaries plus client tools for the
 # private test server (mariadb-server-core, not the mariadb-server service
 # package, which would start a system-wide server on systemd hosts).
@@ -13,7 +14,7 @@ packages=(
   g++ cmake make pkgconf dpkg-dev file
   libmysqlcppconn-dev libboost-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev
-  libgtest-dev
+  libgtest-dev prometheus-cpp-dev
   mariadb-server-core mariadb-client
 )
 

@@ -66,6 +66,7 @@
 #include "dlock/export.hpp"
 #include "dlock/introspection.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/metrics.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"
@@ -215,6 +216,10 @@ class DLOCK_API DatabaseDistributedLock {
   // std::invalid_argument (no SQL) for a bad name in `query`, BackendError
   // when the read fails within io_timeout.
   [[nodiscard]] Activity inspect(const ActivityQuery& query = {});
+  // What this client has counted since it was made, and its gauges now
+  // (see <dlock/metrics.hpp>). No SQL; any thread. All zero when
+  // Options::metrics is false.
+  [[nodiscard]] Metrics metrics() const;
   // Ends `owner`'s pending asynchronous lock waits in this client (see
   // <dlock/asio.hpp>): each completes with Cancelled and holds nothing.
   // Waits that start later are not affected; neither are synchronous waits

@@ -29,6 +29,7 @@
 #include "dlock/errors.hpp"
 #include "dlock/introspection.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/metrics.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/options.hpp"
 #include "dlock/owner.hpp"

@@ -121,6 +121,9 @@ struct DLOCK_API Options {
   // until a connection frees up. Opened on first need, closed after 60 s
   // unused. Default 4; must be 1..256. Ignored when fast_wakeup is false.
   std::size_t wakeup_connections = 4;
+  // Counting for metrics() (<dlock/metrics.hpp>): relaxed atomic counters
+  // and histograms, no I/O. Default true; false leaves every metric at 0.
+  bool metrics = true;
   // Logger. Default empty: the spdlog logger registered as "dlock", created
   // (stderr, level info) if absent.
   std::shared_ptr<spdlog::logger> logger;
@@ -133,7 +136,7 @@ struct DLOCK_API Options {
   // mysql://user:password@host:port[,host:port...]/database?table=T&pool_size=N
   //   &watchdog_timeout_ms=N&poll_interval_ms=N&connect_timeout_ms=N&io_timeout_ms=N
   // Also accepted: `mariadb://`, `create_table=true|false|1|0`, `machine_id=S`,
-  // `fast_wakeup=true|false|1|0`, `wakeup_connections=N`,
+  // `fast_wakeup=true|false|1|0`, `wakeup_connections=N`, `metrics=true|false|1|0`,
   // an IPv6 host in brackets, and a missing port (3306) or password.
   // Percent-decoding in user, password, database and parameter values.
   // Throws std::invalid_argument on a malformed URL, an unknown or repeated

@@ -111,6 +111,8 @@ void apply_parameter(Options& options, const std::string& key, const std::string
     options.create_table = parse_bool(value, key);
   } else if (key == "fast_wakeup") {
     options.fast_wakeup = parse_bool(value, key);
+  } else if (key == "metrics") {
+    options.metrics = parse_bool(value, key);
   } else if (key == "wakeup_connections") {
     options.wakeup_connections = static_cast<std::size_t>(parse_number(value, key, 1, 256));
   } else if (key == "machine_id") {

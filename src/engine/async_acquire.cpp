@@ -21,6 +21,8 @@ std::uint64_t AsyncAcquire::start(Engine& engine, AcquireRequest request,
     // The client is being destroyed (the caller broke "the client must
     // outlive the operation"): nothing can run any more.
     if (on_end) on_end();
+    engine.count_acquire(metric_kind(request.key.kind), std::chrono::steady_clock::now(), false,
+                         request.single_attempt, false, cancelled_error());
     asio_impl::AsyncCompletion::finish(std::move(completion), cancelled_error(), 0);
     return 0;
   }
@@ -78,6 +80,7 @@ void AsyncAcquire::step() {
 
 void AsyncAcquire::park(std::chrono::microseconds wait) {
   if (cancelled_) return finish(cancelled_error(), false);
+  if (!counted_) counted_.emplace(engine_.counters(), metric_kind(request_.key.kind));
   const std::uint64_t park = ++parks_;
   const auto deadline = DeadlineQueue::Clock::now() + wait;
   if (!subscription_->park(shared_from_this())) {
@@ -113,7 +116,10 @@ const void* AsyncAcquire::handoff_request() const {
 }
 
 void AsyncAcquire::expired(std::uint64_t park) {
-  if (park == parks_ && subscription_->unpark(*this)) post_step();
+  if (park == parks_ && subscription_->unpark(*this)) {
+    engine_.timed_wait_ended(request_.forever, request_.deadline);
+    post_step();
+  }
 }
 
 void AsyncAcquire::cancel() {
@@ -143,6 +149,8 @@ void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
   }
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.
+  counted_.reset();
+  engine_.count_acquire(metric_kind(request_.key.kind), started_, acquired, request_.single_attempt, false, error);
   if (on_end_) on_end_();
   // The value a completion takes: the owner of what was acquired (a
   // permit's handle needs it), never 0.

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/engine.hpp"
 #include "engine/request.hpp"
 #include "runtime/async_operations.hpp"
 #include "runtime/deadline_queue.hpp"
@@ -74,6 +75,8 @@ class AsyncAcquire final : public WaiterRegistry::Parked,
   std::atomic<bool> cancelled_{false};    // any thread
   std::atomic<std::uint64_t> parks_{0};   // the current park's number; read by the deadline queue's thread
   std::uint64_t id_ = 0;                  // in AsyncOperations
+  const SteadyTime started_ = std::chrono::steady_clock::now();
+  std::optional<Engine::CountedWait> counted_;  // from the first park to the end
 };
 
 }  // namespace dlock::details

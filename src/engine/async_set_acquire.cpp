@@ -26,6 +26,7 @@ WatchedOperation::Outcome AsyncSetAcquire::run_step() {
   Outcome o;
   o.wait = next.next == AcquireStep::Next::kWait;
   o.wait_for = next.wait;
+  if (o.wait && !counted_) counted_.emplace(engine_.counters(), MetricKind::kMultiLock);
   // The value a completion takes: the owner of what was acquired, never 0.
   if (next.next == AcquireStep::Next::kAcquired) o.value = request_.owner;
   return o;
@@ -40,6 +41,11 @@ void AsyncSetAcquire::waiting_ended(std::uint64_t value) {
   } catch (const std::exception& e) {
     engine_.logger()->debug("dlock: ending a wait: {}", e.what());
   }
+}
+
+void AsyncSetAcquire::ended(const std::exception_ptr& error, std::uint64_t value) noexcept {
+  counted_.reset();
+  engine_.count_acquire(MetricKind::kMultiLock, started_, value != 0, request_.single_attempt, false, error);
 }
 
 }  // namespace dlock::details

@@ -33,9 +33,12 @@ class AsyncSetAcquire final : public WatchedOperation {
   Outcome run_step() override;
   void waiting_started() override;
   void waiting_ended(std::uint64_t value) override;
+  void ended(const std::exception_ptr& error, std::uint64_t value) noexcept override;
 
   const SetRequest request_;
   std::optional<Engine::SetWaiting> waiting_;
+  const SteadyTime started_ = std::chrono::steady_clock::now();
+  std::optional<Engine::CountedWait> counted_;  // from the first refusal to the end
 };
 
 }  // namespace dlock::details

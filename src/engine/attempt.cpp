@@ -85,6 +85,7 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   if (here.own) {
     if (!k.traits.reentrant) throw std::logic_error("dlock: an owner of a permit acquired again");
     reenter(k, r, *here.own);
+    if (metrics_) metrics_->reentered(metric_kind(r.key.kind));
     return Attempt{true};
   }
   k.check(*this, r);
@@ -175,6 +176,22 @@ void Engine::waiting_ended(const NameKey& key, bool acquired) {
 }
 
 AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
+  if (!metrics_) return drive_uncounted(request, interrupted);
+  const auto started = Clock::now();
+  AcquireStep step;
+  try {
+    step = drive_uncounted(request, interrupted);
+  } catch (...) {
+    count_acquire(metric_kind(request.key.kind), started, false, request.single_attempt, false,
+                  std::current_exception());
+    throw;
+  }
+  count_acquire(metric_kind(request.key.kind), started, step.next == AcquireStep::Next::kAcquired,
+                request.single_attempt, interrupted != nullptr && interrupted->load(), nullptr);
+  return step;
+}
+
+AcquireStep Engine::drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
   if (request.single_attempt) return attempt_step(request);
   if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
   // The first attempt runs unsubscribed, so an uncontended acquire (the
@@ -205,6 +222,7 @@ AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>
   // From here on, a release that lands between a refused attempt and the
   // wait leaves a permit, so no wake is lost.
   WaiterRegistry::Subscription subscription(waiters_, request.key);
+  const CountedWait counted(metrics_.get(), metric_kind(request.key.kind));
   waiting_started(request);
   bool try_now = waiters_.wakes() != wakes_before;
   const bool claimable = kind(request.key.kind).traits.hands_over;
@@ -217,11 +235,18 @@ AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>
     }
     try_now = true;
     if (!claimable) {
-      subscription.wait_for(step.wait);
-    } else if (subscription.wait_claimable(step.wait, &request, interrupted) ==
-               WaiterRegistry::Subscription::Woken::kGranted) {
-      step.next = AcquireStep::Next::kAcquired;
-      return step;
+      if (!subscription.wait_for(step.wait)) timed_wait_ended(request.forever, request.deadline);
+    } else {
+      switch (subscription.wait_claimable(step.wait, &request, interrupted)) {
+        case WaiterRegistry::Subscription::Woken::kGranted:
+          step.next = AcquireStep::Next::kAcquired;
+          return step;
+        case WaiterRegistry::Subscription::Woken::kTimedOut:
+          timed_wait_ended(request.forever, request.deadline);
+          break;
+        case WaiterRegistry::Subscription::Woken::kWoken:
+          break;
+      }
     }
   }
 }

@@ -67,8 +67,10 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
       renew_around_locked_rows_ = true;
     }
   }
+  if (metrics_) metrics_->renewal_statement(Clock::now() - sent);
   if (renewed == live.size()) {
     holds_.extend(live, sent + options_.watchdog_timeout);
+    count_renewals(live);
     return;
   }
   // Fewer rows than holds: find out which holds are gone. A hold the read
@@ -82,17 +84,30 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
     auto key = std::make_tuple(row.key.kind, row.key.name, row.hold_id);
     rows.emplace(std::move(key), std::move(row));
   }
+  std::vector<HoldRef> renewed_ones;  // shown live: renewed, unless skipped (the read cannot tell)
   for (auto& r : live) {
     const auto it = rows.find(std::make_tuple(r.key.kind, r.key.name, r.hold_id));
     if (it != rows.end() && it->second.held_by(r.hold_id)) {
       holds_.extend({r}, read_sent + Micros(std::max<std::int64_t>(0, it->second.ttl_us.value_or(0))));
+      renewed_ones.push_back(r);
     } else {
       note_lost(r.key, r.owner, r.generation, "the watchdog found it taken over, expired or force-unlocked");
     }
   }
+  // Rows skipped as locked were not renewed, and the read cannot tell them apart.
+  if (renewed == renewed_ones.size()) count_renewals(renewed_ones);
+}
+
+void Engine::count_renewals(const std::vector<HoldRef>& renewed) {
+  if (!metrics_) return;
+  std::array<std::uint64_t, kMetricKindCount> by_kind{};
+  for (const auto& r : renewed) ++by_kind[index(metric_kind(r.key.kind))];
+  for (std::size_t i = 0; i < by_kind.size(); ++i)
+    if (by_kind[i] != 0) metrics_->renewed(static_cast<MetricKind>(i), by_kind[i]);
 }
 
 void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
+  const WakeSourceScope source(WakeSource::kPoll);
   for (const auto& k : kinds_)
     if (k) k->maintain(*this, connection);
   const auto waited = waiters_.names();
@@ -195,7 +210,8 @@ std::optional<Hold> Engine::confirmed_hold(NameKeyView key, std::uint64_t owner)
     return rows_.find(c, key.kind, key.name, hold->hold_id).value_or(HoldRow{});
   });
   if (!seen.held_by(hold->hold_id)) {
-    note_lost(key, owner, hold->generation, "the row shows another owner or none");
+    note_lost(key, owner, hold->generation, "the row shows another owner or none",
+              seen.live && seen.hold_id != 0 && seen.state > 0);
     return std::nullopt;
   }
   if (hold->fence == 0 || hold->slot == kAnySlot) {

@@ -32,6 +32,13 @@ std::shared_ptr<spdlog::logger> choose_logger(const Options& options) {
 // The io thread's connection waits at most a second for a row lock: a row
 // locked by a foreign transaction must not stall the watchdog's renewal of
 // every other hold (it renews around it, see renew_tick).
+// The client's connection settings, counting into `counters` (may be null).
+ConnectionSettings counted_settings(const Options& options, std::shared_ptr<MetricCounters> counters) {
+  ConnectionSettings s = ConnectionSettings::from(options);
+  s.counters = std::move(counters);
+  return s;
+}
+
 ConnectionSettings io_settings(const ConnectionSettings& settings) {
   ConnectionSettings s = settings;
   s.lock_wait_seconds = 1;
@@ -59,13 +66,16 @@ Engine::Engine(Options options)
       pid_(static_cast<std::uint32_t>(::getpid())),
       client_key_(random_client_key()),
       hold_tag_(new_hold_id() >> 48),
-      settings_(ConnectionSettings::from(options_)),
+      metrics_(options_.metrics ? std::make_shared<MetricCounters>() : nullptr),
+      settings_(counted_settings(options_, metrics_)),
       rows_(options_.table, logger_),
       elections_(rows_),
       schema_(options_.table, logger_),
       pool_(settings_, options_.pool_size),
       io_(io_settings(settings_), logger_),
-      async_(options_.pool_size) {}
+      async_(options_.pool_size) {
+  waiters_.count_wakes_in(metrics_.get());
+}
 
 void Engine::add_kind(std::unique_ptr<HoldKind> kind) {
   kinds_[static_cast<std::size_t>(kind->traits.kind)] = std::move(kind);
@@ -80,6 +90,7 @@ void Engine::start() {
     settings_.servers->on_move([this](const ServerChoice::Server& from, const ServerChoice::Server& to) {
       logger_->warn("dlock: client {}: cannot use {}:{}; moving to {}:{} (it stays there until that fails)",
                     machine_id_, from.host, from.port, to.host, to.port);
+      if (metrics_) metrics_->failover();
       for (const auto& key : waiters_.names()) waiters_.wake_all(key);
     });
   }
@@ -91,7 +102,14 @@ void Engine::start() {
       return 0;
     });
   }
-  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) { renew_tick(c); });
+  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) {
+    try {
+      renew_tick(c);
+    } catch (...) {
+      if (metrics_) metrics_->watchdog_tick_failed();
+      throw;  // the io thread logs it
+    }
+  });
   io_.every(options_.poll_interval, "polling waited-for names",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
   if (options_.fast_wakeup) {
@@ -101,6 +119,7 @@ void Engine::start() {
     if (wait_seconds >= 1) {
       BellWatcher::Hooks hooks;
       hooks.ring = [this](const NameKey& key) {
+        const WakeSourceScope source(WakeSource::kBell);
         // Readers share what a release lets in, and a queued waiter may be the
         // one granted the hold; the other kinds take turns.
         if (key.kind == Kind::kRead || kind(key.kind).traits.queues) {
@@ -199,22 +218,7 @@ bool Engine::run_reconciled(std::string_view name, const std::function<bool(Conn
   try {
     return with_connection(statement);
   } catch (const OutcomeUnknown& cause) {
-    logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
-                  printable(name), cause.what());
-    Verdict verdict = Verdict::kNotApplied;
-    std::optional<PooledConnection> fresh;
-    try {
-      // Not on a pooled connection the same fault may have killed too; and
-      // only once the statement can no longer land behind the read's back.
-      fresh.emplace(pool_.acquire_fresh());
-      settle_lost_session(**fresh, cause.session());
-      verdict = decide(**fresh);
-    } catch (const BackendError& e) {
-      throw BackendError(std::string("dlock: outcome unknown (") + cause.what() +
-                             "), and the row could not be read: " + e.what(),
-                         e.code() != 0 ? e.code() : cause.code(), e.code() != 0 ? e.sql_state() : cause.sql_state());
-    }
-    switch (verdict) {
+    switch (reconcile(name, cause, decide)) {
       case Verdict::kApplied:
         return true;
       case Verdict::kNotApplied:
@@ -222,7 +226,26 @@ bool Engine::run_reconciled(std::string_view name, const std::function<bool(Conn
       case Verdict::kRunAgain:
         break;
     }
-    return statement(**fresh);
+    return with_connection(statement);
+  }
+}
+
+Engine::Verdict Engine::reconcile(std::string_view name, const OutcomeUnknown& cause,
+                                  const std::function<Verdict(Connection&)>& decide) {
+  logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
+                printable(name), cause.what());
+  try {
+    // Not on a pooled connection the same fault may have killed too; and
+    // only once the statement can no longer land behind the read's back.
+    PooledConnection fresh = pool_.acquire_fresh();
+    settle_lost_session(*fresh, cause.session());
+    const Verdict verdict = decide(*fresh);
+    if (metrics_) metrics_->reconciled();
+    return verdict;
+  } catch (const BackendError& e) {
+    throw BackendError(std::string("dlock: outcome unknown (") + cause.what() +
+                           "), and the row could not be read: " + e.what(),
+                       e.code() != 0 ? e.code() : cause.code(), e.code() != 0 ? e.sql_state() : cause.sql_state());
   }
 }
 
@@ -359,9 +382,16 @@ void Engine::clear_mark(const NameKey& key, Connection& c) {
 
 // ---------------------------------------------------------------- losses
 
-void Engine::note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why) {
+void Engine::note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why,
+                       bool taken_over) {
   auto hold = holds_.mark_lost(key, owner, generation);
   if (!hold) return;
+  if (metrics_) {
+    const LossCause cause = taken_over                       ? LossCause::kTakenOver
+                            : std::chrono::steady_clock::now() < hold->deadline ? LossCause::kForced
+                                                            : LossCause::kLeaseRanOut;
+    metrics_->lost(metric_kind(key.kind), cause);
+  }
   // Ring now rather than never: waiters elsewhere may be blocked on the lost
   // hold's bell while the row is free, expired or taken by someone else.
   if (hold->bell_session != 0) ring_when_idle(hold->bell_session);

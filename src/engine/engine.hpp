@@ -31,6 +31,7 @@
 
 #include <array>
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,7 @@
 #include "engine/hold_kind.hpp"
 #include "engine/holds.hpp"
 #include "engine/request.hpp"
+#include "metrics/metric_counters.hpp"
 #include "runtime/async_operations.hpp"
 #include "runtime/io_thread.hpp"
 #include "sql/connection_pool.hpp"
@@ -60,6 +62,10 @@ class logger;
 }
 
 namespace dlock::details {
+
+// The metrics' kind of a hold of `kind` (a MultiLock's names are kLock rows,
+// counted as kMultiLock by the set's own calls).
+MetricKind metric_kind(Kind kind) noexcept;
 
 class Engine {
  public:
@@ -250,6 +256,12 @@ class Engine {
   // read fails.
   bool run_reconciled(std::string_view name, const std::function<bool(Connection&)>& statement,
                       const std::function<Verdict(Connection&)>& decide);
+  // The reading half of that rule, for a statement that died with `cause`
+  // on a connection of the caller's own: settles the lost session, then
+  // `decide`s on a newly opened connection. Throws BackendError when the
+  // read fails.
+  Verdict reconcile(std::string_view name, const OutcomeUnknown& cause,
+                    const std::function<Verdict(Connection&)>& decide);
 
   // ---- waiting clients' marks (HoldKind::Traits::intents)
   //
@@ -272,12 +284,47 @@ class Engine {
   // Logs a lost hold and calls on_lock_lost (on the io thread).
   void report_lost(NameKeyView key, std::uint64_t fence, const char* why);
   // Marks the hold of `generation` lost, rings its bell, reports it once
-  // and wakes its waiters.
-  void note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why);
+  // and wakes its waiters. `taken_over`: the row showed another live holder.
+  // The cause counted (LossCause): kTakenOver if so, else kForced while the
+  // hold's local lease still ran (a take elsewhere needs it ended, so only a
+  // force-unlock frees it sooner), else kLeaseRanOut.
+  void note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why,
+                 bool taken_over = false);
   // A "seen free" hint on `key` if a local hold on it looks live (the
   // poller or a force-unlock here saw the row free): the next attempt asks
   // the database rather than waiting for that hold.
   void hint_free_if_held_here(NameKeyView key);
+
+  // ---- metrics (metrics.cpp)
+  //
+  // The counters, or null when Options::metrics is off.
+  MetricCounters* counters() const { return metrics_.get(); }
+  // Everything counted, with the gauges read now.
+  Metrics metrics() const;
+  // An acquire call of `kind` that began at `started` ended: acquired, or
+  // with `error`, or gave up (a single attempt: refused; `cancelled`: ended
+  // by cancel or an interrupt; else timed out).
+  void count_acquire(MetricKind kind, SteadyTime started, bool acquired, bool single_attempt, bool cancelled,
+                     const std::exception_ptr& error) noexcept;
+  // While it lives, one more acquire call of its kind waits (a gauge).
+  class CountedWait {
+   public:
+    CountedWait(MetricCounters* counters, MetricKind kind) noexcept : counters_(counters), kind_(kind) {
+      if (counters_ != nullptr) counters_->waiting(kind_, 1);
+    }
+    ~CountedWait() {
+      if (counters_ != nullptr) counters_->waiting(kind_, -1);
+    }
+    CountedWait(const CountedWait&) = delete;
+    CountedWait& operator=(const CountedWait&) = delete;
+
+   private:
+    MetricCounters* const counters_;
+    const MetricKind kind_;
+  };
+  // A timed wait of an acquire ended with no wake: counted as a lease-end
+  // wake-up unless the acquire's own deadline has come.
+  void timed_wait_ended(bool forever, SteadyTime deadline) noexcept;
 
   // ---- tuning and tests
   // How long a chain of local handoffs may keep a name from other clients,
@@ -322,6 +369,9 @@ class Engine {
     bool foreign = false;
   };
   Attempt attempt(HoldKind& k, const AcquireRequest& r);
+  // drive() without the counting.
+  AcquireStep drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted);
+  bool acquire_set_uncounted(const SetRequest& request, const std::atomic<bool>* interrupted);
   bool reenter(HoldKind& k, const AcquireRequest& r, const Hold& local);
   // The wait rule of every request: `wait` as given (nullopt or about a
   // century: forever; <= 0: one attempt), and the step after a refusal
@@ -365,6 +415,7 @@ class Engine {
   void clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection);
   Millis renew_period() const;
   void renew_tick(const IoThread::ConnectionSource& connection);
+  void count_renewals(const std::vector<HoldRef>& renewed);
   void poll_tick(const IoThread::ConnectionSource& connection);
   void release_all_at_shutdown();
   // Owner stripes: one owner's operations on one name are serialized. A
@@ -381,6 +432,7 @@ class Engine {
   const std::uint32_t pid_;
   const std::uint64_t client_key_;
   const std::uint64_t hold_tag_;
+  const std::shared_ptr<MetricCounters> metrics_;  // null: Options::metrics off
   const ConnectionSettings settings_;
   const HoldRows rows_;
   const ElectionRows elections_;

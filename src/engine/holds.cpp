@@ -82,6 +82,7 @@ void HoldRegistry::forget_session(std::uint64_t session, const HoldKey& key) {
 void HoldRegistry::record_fresh(NameKeyView name, std::uint64_t owner, const Hold& hold) {
   Hold h = hold;
   h.lost = false;
+  if (h.acquired == SteadyTime{}) h.acquired = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> guard(mutex_);
   h.generation = next_generation_++;
   auto it = names_.find(name);
@@ -197,6 +198,16 @@ std::vector<HeldRow> HoldRegistry::on_session(std::uint64_t session) const {
   for (const HoldKey& k : keys->second) {
     if (const OwnerHold* h = owner_in(k.name->second, k.owner))
       out.push_back(HeldRow{RowKey{k.name->first.kind, k.name->first.name, h->hold.slot}, h->hold.hold_id});
+  }
+  return out;
+}
+
+std::array<std::size_t, 8> HoldRegistry::live_by_kind() const {
+  std::array<std::size_t, 8> out{};
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (const auto& [key, holds] : names_) {
+    for (const auto& [owner, h] : holds.owners)
+      if (!h.lost) ++out[static_cast<std::size_t>(key.kind)];
   }
   return out;
 }

@@ -19,6 +19,7 @@
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +59,8 @@ struct Hold {
   // was taken from free), so that chains, which keep other clients out, can
   // be bounded. Unset ({}) for a hold taken from free.
   SteadyTime chain_started{};
+  // When this owner got it (taken or handed over): its hold time's start.
+  SteadyTime acquired{};
 };
 
 // A hold as the watchdog sees it.
@@ -118,6 +121,8 @@ class HoldRegistry {
   // bell advanced, their rows need the new one).
   std::vector<HeldRow> on_session(std::uint64_t session) const;
   std::size_t size() const;
+  // Live holds, by Kind (index: the Kind's value), for the metrics' gauges.
+  std::array<std::size_t, 8> live_by_kind() const;
 
  private:
   struct OwnerHold {

@@ -103,6 +103,7 @@ AcquireStep Engine::set_step(const SetRequest& r) {
   const SetAttempt a = attempt_set(r.names, r.owner, r.watchdog, r.lease);
   AcquireStep step;  // kGaveUp
   if (a.acquired) {
+    if (metrics_) metrics_->sets_held(1);
     step.next = AcquireStep::Next::kAcquired;
     return step;
   }
@@ -114,6 +115,21 @@ AcquireStep Engine::set_step(const SetRequest& r) {
 }
 
 bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupted) {
+  if (!metrics_) return acquire_set_uncounted(r, interrupted);
+  const auto started = Clock::now();
+  bool acquired = false;
+  try {
+    acquired = acquire_set_uncounted(r, interrupted);
+  } catch (...) {
+    count_acquire(MetricKind::kMultiLock, started, false, r.single_attempt, false, std::current_exception());
+    throw;
+  }
+  count_acquire(MetricKind::kMultiLock, started, acquired, r.single_attempt,
+                interrupted != nullptr && interrupted->load(), nullptr);
+  return acquired;
+}
+
+bool Engine::acquire_set_uncounted(const SetRequest& r, const std::atomic<bool>* interrupted) {
   if (r.single_attempt) return set_step(r).next == AcquireStep::Next::kAcquired;
   // Watching from before the first attempt: a release here between a
   // refused attempt and the wait leaves the wake set, so none is lost. A
@@ -132,6 +148,7 @@ bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupt
     for (const auto& n : r.names)
       watches.push_back(std::make_unique<WaiterRegistry::Watch>(waiters_, NameKey(Kind::kLock, n), wake));
     SetWaiting waiting(*this, r.names);
+    std::optional<CountedWait> counted;  // from the first refusal
     for (;;) {
       if (interrupted != nullptr && interrupted->load()) break;
       wake->clear();
@@ -140,7 +157,8 @@ bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupt
         acquired = step.next == AcquireStep::Next::kAcquired;
         break;
       }
-      wake->wait_for(step.wait);
+      if (!counted) counted.emplace(metrics_.get(), MetricKind::kMultiLock);
+      if (!wake->wait_for(step.wait)) timed_wait_ended(r.forever, r.deadline);
     }
   }
   return acquired;
@@ -194,6 +212,13 @@ void Engine::release_set(const std::vector<std::string>& names, std::uint64_t ow
     clear_mark_before_release(key);
     last.emplace_back(name, before);
   }
+  if (metrics_) {
+    metrics_->sets_held(-1);
+    // The set's hold ends when every name's does (a name held on by
+    // another acquire of the owner keeps it going).
+    if (last.size() == names.size())
+      metrics_->hold_ended(MetricKind::kMultiLock, Clock::now() - last.front().second.acquired);
+  }
   free_set(last);
 }
 
@@ -228,9 +253,16 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
             freed = rows_.free_all(**c, rows, true);
             rang = freed > 0;  // rung, or the session closes (some rows were lost): its bell is given back
             if (freed == rows.size()) restamp_after_ring(**c, rung);
-          } catch (const OutcomeUnknown&) {
-            run_reconciled(first, [](Connection&) { return false; }, gone);
-            freed = rows.size();
+          } catch (const OutcomeUnknown& lost) {
+            // The session and its bell are gone (a bell rings as its session
+            // ends); whether the rows were freed, a read says. Not all: they
+            // are freed anywhere below.
+            c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
+            if (reconcile(first, lost, gone) == Verdict::kApplied) {
+              freed = rows.size();
+            } else {
+              done = false;
+            }
           }
         }
       }

@@ -48,6 +48,7 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
       switch (hand_over(k, key, owner, *before, claim.waiter)) {
         case Handoff::kHanded:
           claim.grant();  // it holds the hold
+          if (metrics_) metrics_->hold_ended(metric_kind(key.kind), Clock::now() - before->acquired);
           return;
         case Handoff::kLost:
           return;  // reported; the claim's wake lets the waiter try the row
@@ -68,6 +69,7 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
     if (!claim.waiter) k.wake(waiters_, key.name);
     return;
   }
+  if (metrics_) metrics_->hold_ended(metric_kind(key.kind), Clock::now() - before->acquired);
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} {} released by {}/{}", kind_name(key.kind), printable(key.name), machine_id_, owner);
   if (!claim.waiter) k.wake(waiters_, key.name);  // else the claim's resolution is the wake
@@ -223,9 +225,13 @@ bool Engine::free_row(HoldKind& k, const RowKey& row, const Hold& before, std::i
         if (free_on(bell_session, HoldRows::Marks::kUnmarked, false)) return true;
         rang = free_on(bell_session, HoldRows::Marks::kAny, true);
       }
-    } catch (const OutcomeUnknown&) {
-      // The session and its bell are gone; whether the row was freed, a read says.
-      return run_reconciled(row.name, [](Connection&) { return false; }, gone);
+    } catch (const OutcomeUnknown& lost) {
+      // The session and its bell are gone (a bell rings as its session
+      // ends); whether the row was freed, a read says. Not freed: it is
+      // freed anywhere below.
+      c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
+      if (reconcile(row.name, lost, gone) == Verdict::kApplied) return true;
+      return std::nullopt;
     }
     if (!rang) return false;  // the hold was lost
     restamp_after_ring(bell_session, rung);

@@ -20,6 +20,7 @@ std::uint64_t WatchedOperation::start(const std::shared_ptr<WatchedOperation>& o
     // The client is being destroyed (the caller broke "the client must
     // outlive the operation"): nothing can run any more.
     if (op->on_end_) op->on_end_();
+    op->ended(op->cancelled_error(), 0);
     asio_impl::AsyncCompletion::finish(std::move(op->completion_), op->cancelled_error(), 0);
     return 0;
   }
@@ -90,6 +91,7 @@ void WatchedOperation::finish(std::exception_ptr error, std::uint64_t value) {
     watches_.clear();
     waiting_ended(value);
   }
+  ended(error, value);
   // Completed before end(): once end() has let the client's destructor go
   // on, nothing here may touch the client.
   if (on_end_) on_end_();

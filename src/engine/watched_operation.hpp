@@ -76,6 +76,9 @@ class WatchedOperation : public WaiterRegistry::Watcher,
   // Once, as it ends, after the watches are gone and before the completion:
   // what waiting_started() set up. `value` is the completion's.
   virtual void waiting_ended(std::uint64_t /*value*/) {}
+  // Once, as it ends (after waiting_ended, before the completion), with
+  // what the completion gets; whether it was cancelled is in `error`.
+  virtual void ended(const std::exception_ptr& /*error*/, std::uint64_t /*value*/) noexcept {}
 
   Engine& engine_;
   asio_impl::AsyncCompletion& completion() { return *completion_; }

@@ -148,6 +148,8 @@ std::unique_ptr<Connection> Connection::open_at(const ConnectionSettings& settin
     c->connection_.reset(driver()->connect(props));
     c->profile_ = ServerProfile::detect(*c->connection_);
     c->apply_session_settings();
+    c->counters_ = settings.counters;
+    if (c->counters_) c->counters_->connection_opened();
   } catch (const BackendError& e) {
     throw BackendError("dlock: cannot use " + host + ":" + std::to_string(port) + ": " + e.what(), e.code(),
                        e.sql_state());
@@ -192,6 +194,7 @@ void Connection::reset_session() {
 }
 
 sql::PreparedStatement& Connection::prepared(const std::string& sql) {
+  if (counters_) counters_->statement();
   auto it = statements_.find(sql);
   if (it != statements_.end()) return *it->second;
   std::unique_ptr<sql::PreparedStatement> ps(connection_->prepareStatement(sql));
@@ -199,11 +202,13 @@ sql::PreparedStatement& Connection::prepared(const std::string& sql) {
 }
 
 void Connection::execute_plain(const std::string& sql) {
+  if (counters_) counters_->statement();
   std::unique_ptr<sql::Statement> st(connection_->createStatement());
   st->execute(sql);
 }
 
 std::uint64_t Connection::scalar_plain(const std::string& sql) {
+  if (counters_) counters_->statement();
   std::unique_ptr<sql::Statement> st(connection_->createStatement());
   std::unique_ptr<sql::ResultSet> rs(st->executeQuery(sql));
   if (!rs->next() || rs->isNull(1)) return 0;

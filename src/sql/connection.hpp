@@ -11,6 +11,7 @@
 #include "base/string_map.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/options.hpp"
+#include "metrics/metric_counters.hpp"
 #include "sql/server_choice.hpp"
 #include "sql/server_profile.hpp"
 #include "sql/session_bell.hpp"
@@ -41,6 +42,9 @@ struct ConnectionSettings {
   // 0: one second less than io_timeout, so a contended row gives a
   // retryable 1205 rather than a lost connection.
   int lock_wait_seconds = 0;
+  // Where statements, retries and opened connections are counted; null:
+  // nowhere (Options::metrics off, tools).
+  std::shared_ptr<MetricCounters> counters;
 
   static ConnectionSettings from(const Options& options);
 };
@@ -129,6 +133,7 @@ class Connection {
 
   // The prepared statement for `sql`, prepared on first use and cached for
   // the life of the connection (a prepare is a round trip of its own).
+  // Each call is counted as one statement run (MetricCounters).
   sql::PreparedStatement& prepared(const std::string& sql);
   // Runs statements that take no parameters (DDL, session settings).
   void execute_plain(const std::string& sql);
@@ -161,6 +166,8 @@ class Connection {
   const ServerProfile& profile() const { return profile_; }
   bool broken() const { return broken_; }
   void mark_broken() { broken_ = true; }
+  // The client's counters (ConnectionSettings::counters), or null.
+  MetricCounters* counters() const { return counters_.get(); }
   // Cheap liveness check (COM_PING, not a statement). False marks it broken.
   bool ping();
 
@@ -181,6 +188,7 @@ class Connection {
   void apply_session_settings();
 
   std::unique_ptr<sql::Connection> connection_;
+  std::shared_ptr<MetricCounters> counters_;
   StringMap<std::unique_ptr<sql::PreparedStatement>> statements_;
   std::uint64_t server_id_ = 0;
   std::uint64_t session_key_ = 0;

@@ -13,6 +13,11 @@ ConnectionPool::ConnectionPool(ConnectionSettings settings, std::size_t size)
 
 ConnectionPool::~ConnectionPool() = default;
 
+std::size_t ConnectionPool::in_use_count() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return in_use_.size();
+}
+
 std::size_t ConnectionPool::open_count() const {
   std::lock_guard<std::mutex> guard(mutex_);
   return open_;

@@ -92,6 +92,8 @@ class ConnectionPool {
   // Connections that exist now (idle + in use), for tests and diagnostics.
   std::size_t open_count() const;
   std::size_t capacity() const { return size_; }
+  // Connections handed out now.
+  std::size_t in_use_count() const;
   // Idle connections older than this are pinged before reuse.
   static constexpr std::chrono::seconds kPingAfterIdle{5};
 

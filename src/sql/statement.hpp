@@ -75,6 +75,7 @@ auto run_statement(Connection& c, const std::shared_ptr<spdlog::logger>& logger,
                    Undo&& undo) {
   constexpr int kMaxAttempts = 8;
   thread_local std::minstd_rand jitter(std::random_device{}());
+  MetricCounters* const counters = c.counters();
   for (int attempt = 1;; ++attempt) {
     try {
       auto result = body();
@@ -100,6 +101,7 @@ auto run_statement(Connection& c, const std::shared_ptr<spdlog::logger>& logger,
           logger->log(attempt < kMaxAttempts ? spdlog::level::warn : spdlog::level::debug,
                       "dlock: {}: MySQL error {} ({}); retry {}", what, code, e.what(), attempt);
         }
+        if (counters != nullptr) counters->retry(code);
         std::this_thread::sleep_for(pause);
         continue;
       }

@@ -27,10 +27,10 @@ class StickyWake final : public WaiterRegistry::Watcher {
     std::lock_guard<std::mutex> guard(mutex_);
     woken_ = false;
   }
-  // Until a wake since the last clear(), or `timeout`.
-  void wait_for(std::chrono::microseconds timeout) {
+  // Until a wake since the last clear(), or `timeout` (then false).
+  bool wait_for(std::chrono::microseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return woken_; });
+    return cv_.wait_for(lock, timeout, [&] { return woken_; });
   }
 
  private:

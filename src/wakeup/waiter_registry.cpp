@@ -229,6 +229,7 @@ void WaiterRegistry::wake_one(NameKeyView key) {
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
     if (entry->permits >= entry->subscribers) return;
+    if (counters_ != nullptr) counters_->woke(WakeSourceScope::current());
     if (!entry->parked.empty()) {
       // A parked continuation takes the wake directly (no permit left).
       continuation = std::move(entry->parked.front());
@@ -259,7 +260,10 @@ std::shared_ptr<WaiterRegistry::Parked> WaiterRegistry::claim(NameKeyView key) {
       break;
     }
   }
-  if (claimed) claimed->on_claimed();
+  if (claimed) {
+    if (counters_ != nullptr) counters_->woke(WakeSourceScope::current());
+    claimed->on_claimed();
+  }
   return claimed;
 }
 
@@ -276,6 +280,7 @@ void WaiterRegistry::wake_all(NameKeyView key) {
   std::list<std::shared_ptr<Parked>> continuations;
   {
     std::lock_guard<std::mutex> guard(entry->mutex);
+    if (counters_ != nullptr && entry->subscribers > 0) counters_->woke(WakeSourceScope::current());
     continuations.swap(entry->parked);
     // Every subscriber that is not parked (blocked or about to look) sees
     // the new count once; the parked ones are woken directly.

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "base/keys.hpp"
+#include "metrics/metric_counters.hpp"
 
 namespace dlock::details {
 
@@ -159,6 +160,9 @@ class WaiterRegistry {
     std::shared_ptr<Watcher> watcher_;
   };
 
+  // Where wakes that reach a subscriber are counted, by the calling
+  // thread's WakeSourceScope (null: nowhere). Set before any wake.
+  void count_wakes_in(MetricCounters* counters) { counters_ = counters; }
   // Wakes one waiter of `name`, if any (and tells its watchers).
   void wake_one(NameKeyView key);
   // How many wake_one() and wake_all() calls have begun, over every name.
@@ -231,6 +235,7 @@ class WaiterRegistry {
   // entries_.size(), written under mutex_, read without it (entry_of).
   std::atomic<std::size_t> entry_count_{0};
   std::atomic<std::uint64_t> wakes_{0};  // see wakes()
+  MetricCounters* counters_ = nullptr;
   // How long a claimed thread's claim typically took to be resolved, in
   // microseconds (0: not measured yet): how long it waits awake for it.
   std::atomic<std::int64_t> resolution_us_{0};
