@@ -77,6 +77,20 @@ message(STATUS "consumer (CMake) said: ${out}")
 if(rc OR NOT out MATCHES "locked with fence [1-9]")
   message(FATAL_ERROR "the consumer did not run: ${rc}")
 endif()
+# The adapter: there exactly when this tree built it (WITH_PROMETHEUS).
+if(WITH_PROMETHEUS)
+  if(NOT EXISTS "${WORK_DIR}/build/consumer_prometheus")
+    message(FATAL_ERROR "dlock::prometheus was built but the installed package does not provide it")
+  endif()
+  execute_process(COMMAND "${WORK_DIR}/build/consumer_prometheus" "${url}?table=${table}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  message(STATUS "consumer (Prometheus adapter) said: ${out}")
+  if(rc OR NOT out MATCHES "families [1-9][0-9]*, acquired 1")
+    message(FATAL_ERROR "the Prometheus consumer did not run: ${rc}")
+  endif()
+elseif(EXISTS "${WORK_DIR}/build/consumer_prometheus")
+  message(FATAL_ERROR "the installed package provides dlock::prometheus, which this tree did not build")
+endif()
 
 # pkg-config, as a Makefile or another build system would use it.
 set(ENV{PKG_CONFIG_PATH} "${prefix}/${LIBDIR}/pkgconfig")
