@@ -290,6 +290,24 @@ TEST(Metrics, ALockWaitTimeoutRetriedIsCountedAsARetryAndEachRunAsAStatement) {
   EXPECT_EQ(m.connections_opened, 1u);
 }
 
+TEST(Metrics, APooledConnectionLentOutIsInUse) {
+  const Options o = fresh_options();
+  DatabaseDistributedLock client(o);
+  client.lock("held-row");
+  client.unlock("held-row");
+  auto foreign = details::Connection::open(details::ConnectionSettings::from(o));
+  foreign->execute_plain("START TRANSACTION");
+  (void)foreign->scalar_plain("SELECT state FROM `" + o.table + "` WHERE lock_name = 'held-row' FOR UPDATE");
+  std::thread blocked([&] {  // its take waits for the row
+    if (client.try_lock("held-row")) client.unlock("held-row");
+  });
+  const bool in_use = wait_until([&] { return client.metrics().pool_in_use == 1; }, 5s);
+  foreign->execute_plain("ROLLBACK");
+  blocked.join();
+  EXPECT_TRUE(in_use);
+  EXPECT_EQ(client.metrics().pool_in_use, 0u);
+}
+
 // A private account (test::private_account) so killing "this client's
 // connections" touches no other test.
 void kill_sessions_of(const std::string& account) {
