@@ -1,8 +1,9 @@
 // `dlock top` and the one status layout as real processes: one view with
 // --once (text and JSON), the limit and the per-kind summary, --kind, a
 // live view in a pipe that sees a hold taken after it started and ends on
-// SIGINT, one on a terminal that redraws in place and ends on Ctrl-C, and
-// bad arguments refused before the database is touched.
+// SIGINT, one that shows a database error in place of a view and recovers,
+// one on a terminal that redraws in place and ends on Ctrl-C, and bad
+// arguments refused before the database is touched.
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -72,6 +73,35 @@ TEST_F(Cli, TopInAPipeShowsEachViewUntilInterrupted) {
   top.kill(SIGINT);
   const auto status = top.wait(20s);
   ASSERT_TRUE(status.has_value()) << "top did not end on SIGINT";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
+// The database going away shows as an error in place of a view, and the
+// views come back when it does: here its account is locked and its session
+// killed, then the account unlocked.
+TEST_F(Cli, TopShowsADatabaseErrorAndRecoversWhenTheDatabaseIsBack) {
+  ASSERT_EQ(run(args({"init"})).second, 0);
+  const std::string account = test::private_account();
+  const std::string url = test::database_url_as(account, "table=" + options_.table);
+  ChildProcess top(test::cli_path(), {"--url", url, "top", "--interval", "200ms"}, true);
+  ASSERT_TRUE(top.wait_for_line("0 holds", 20s).has_value());
+  test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT LOCK");
+  for (const std::string& id : test::query_column("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" +
+                                                  account + "'")) {
+    try {
+      test::execute_sql("KILL CONNECTION " + id);
+    } catch (const std::exception&) {
+      // already gone
+    }
+  }
+  const auto error = top.wait_for_line("dlock top: ", 20s);  // "dlock top: DB.T at TIME: database error: ..."
+  const bool error_shown = error.has_value() && error->find("database error") != std::string::npos;
+  test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT UNLOCK");
+  ASSERT_TRUE(error_shown) << "no error view while the database refused the account";
+  EXPECT_TRUE(top.wait_for_line("0 holds", 20s).has_value()) << "the views did not come back";
+  top.kill(SIGINT);
+  const auto status = top.wait(20s);
+  ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
 }
 

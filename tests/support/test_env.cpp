@@ -4,6 +4,8 @@
 
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
+#include <cppconn/connection.h>
+#include <cppconn/statement.h>
 
 #include <cctype>
 #include <cstdio>
@@ -125,6 +127,17 @@ std::string query_scalar(const std::string& sql) {
   std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
   if (!rs->next() || rs->isNull(1)) return "";
   return rs->getString(1);
+}
+
+std::vector<std::string> query_column(const std::string& sql) {
+  auto c = open_connection();
+  // As text, never prepared: PROCESSLIST reads have crashed MariaDB 10.11
+  // when re-executed as prepared statements (see Connection::scalar_plain).
+  std::unique_ptr<sql::Statement> st(c->raw_for_session_change().createStatement());
+  std::unique_ptr<sql::ResultSet> rs(st->executeQuery(sql));
+  std::vector<std::string> out;
+  while (rs->next()) out.push_back(rs->isNull(1) ? "" : std::string(rs->getString(1)));
+  return out;
 }
 
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 #include <type_traits>
+#include <vector>
 #include <string>
 
 namespace dlock::test {
@@ -49,6 +50,8 @@ Options slow_poll(Options o);
 void execute_sql(const std::string& sql);
 // First column of the first row of a query, as a string ("" if no row / NULL).
 std::string query_scalar(const std::string& sql);
+// The first column of every row of a query (sent as text, never prepared).
+std::vector<std::string> query_column(const std::string& sql);
 
 // Polls `condition` every few milliseconds until it holds or `timeout`
 // passes. Returns whether it held.
