@@ -227,6 +227,30 @@ TEST(Introspection, AWaiterInAnotherClientIsSeenOnTheHold) {
   waiter.join();
 }
 
+// Without fast wake-up nothing marks the hold; a writer elsewhere that waits
+// records its intent to go next on the head row at once, and that counts.
+TEST(Introspection, AWritersIntentElsewhereCountsAsAWaiterWithoutFastWakeup) {
+  Options o = fresh_options();
+  o.fast_wakeup = false;
+  Options other = same_table(o);
+  other.fast_wakeup = false;
+  DatabaseDistributedLock a(o), b(other);
+  ReadWriteLock doc = a.get_read_write_lock("doc");
+  doc.lock();
+  EXPECT_EQ(a.inspect().holds.at(0).waiters, 0u);
+  std::thread writer([&] {
+    ReadWriteLock wants = b.get_read_write_lock("doc");
+    if (wants.try_lock_for(20s)) wants.unlock();
+  });
+  EXPECT_TRUE(wait_until([&] { return a.inspect().holds.at(0).waiters == 1; }, 10s))
+      << "the waiting writer's intent is not shown";
+  const Activity waiting = a.inspect();
+  EXPECT_EQ(waiting.holds.size(), 1u) << "a waiting writer's mark row is no hold";
+  EXPECT_EQ(held(waiting, HoldType::kWrite), 1u);
+  doc.unlock();
+  writer.join();
+}
+
 TEST(Introspection, ANameKeptByUnlockAtLeastShowsCountZero) {
   const Options o = fresh_options();
   DatabaseDistributedLock client(o);

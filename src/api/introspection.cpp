@@ -116,9 +116,10 @@ Activity read_activity(details::Connection& c, const details::HoldRows& rows, co
       const auto it = queued.find(h.name);
       h.waiters = it == queued.end() ? 0 : static_cast<std::uint32_t>(it->second);
     } else {
-      // A mark (a waiter elsewhere blocks on the holder's bell) or a live
-      // intent (a waiting client goes next): some client waits.
-      h.waiters = row.marked || row.intent_id != 0 ? 1 : 0;
+      // A mark (a waiter elsewhere blocks on the holder's bell), a live
+      // intent (a waiting client goes next), or on the write side a live
+      // writers' mark: some client waits.
+      h.waiters = row.marked || row.intent_id != 0 || (*type == HoldType::kWrite && row.intent_live) ? 1 : 0;
     }
     out.holds.push_back(std::move(h));
   }

@@ -13,7 +13,10 @@ namespace dlock::details {
 namespace {
 // Holds: every live row but a fair lock's queue entries and parked election
 // observers (kind 7, sql/election_rows.hpp).
-const char* const kLiveHold = " WHERE kind BETWEEN 1 AND 6 AND expire_time > NOW(6) AND NOT (kind = 5 AND slot > 0)";
+// Not a fair lock's queue entries, nor the mark rows of writers waiting
+// (kind 3, slot > 0): both are waiters.
+const char* const kLiveHold =
+    " WHERE kind BETWEEN 1 AND 6 AND expire_time > NOW(6) AND NOT (kind IN (3, 5) AND slot > 0)";
 // A fair lock's queue entries, live while their intent runs.
 const char* const kLiveQueueEntry = " WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)";
 }  // namespace

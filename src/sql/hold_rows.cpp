@@ -142,7 +142,9 @@ HoldRow to_hold_row(sql::ResultSet& rs, int first) {
   row.fence = rs.getUInt64(col(17));
   row.bound = rs.getUInt(col(18));
   row.intent_id = rs.getUInt64(col(19));
-  if (row.intent_id != 0) row.intent_ttl_us = rs.getInt64(col(20));
+  const std::int64_t intent_left_us = rs.isNull(col(20)) ? 0 : rs.getInt64(col(20));
+  row.intent_live = intent_left_us > 0;
+  if (row.intent_id != 0) row.intent_ttl_us = intent_left_us;
   if (!row.live) return row;
   row.hold_id = rs.getUInt64(col(5));
   row.owner = rs.getUInt64(col(6));

@@ -73,6 +73,9 @@ struct HoldRow {
   std::uint32_t bound = 0;  // a semaphore slot: the bound its permit was taken under
   std::uint64_t intent_id = 0;  // a client whose waiter goes next; 0: none live
   std::int64_t intent_ttl_us = 0;
+  // intent_expire is in the future, whatever intent_id says: on a write
+  // head, a writer of some client waits (its mark row keeps it so).
+  bool intent_live = false;
 
   bool held_by(std::uint64_t id) const { return live && id != 0 && hold_id == id; }
 };
