@@ -86,14 +86,7 @@ TEST_F(Cli, TopShowsADatabaseErrorAndRecoversWhenTheDatabaseIsBack) {
   ChildProcess top(test::cli_path(), {"--url", url, "top", "--interval", "200ms"}, true);
   ASSERT_TRUE(top.wait_for_line("0 holds", 20s).has_value());
   test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT LOCK");
-  for (const std::string& id : test::query_column("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" +
-                                                  account + "'")) {
-    try {
-      test::execute_sql("KILL CONNECTION " + id);
-    } catch (const std::exception&) {
-      // already gone
-    }
-  }
+  test::kill_sessions_of(account);
   const auto error = top.wait_for_line("dlock top: ", 20s);  // "dlock top: DB.T at TIME: database error: ..."
   const bool error_shown = error.has_value() && error->find("database error") != std::string::npos;
   test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT UNLOCK");

@@ -186,22 +186,7 @@ class KilledConnections : public ::testing::Test {
     options_.password = test::private_account_password;
     options_.pool_size = 1;
   }
-  void kill_all_of_the_account() {
-    auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(test::database_url())));
-    std::vector<std::string> ids;
-    {
-      std::unique_ptr<sql::ResultSet> rs(
-          c->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account_ + "'").executeQuery());
-      while (rs->next()) ids.push_back(rs->getString(1));
-    }
-    for (const auto& id : ids) {
-      try {
-        c->execute_plain("KILL CONNECTION " + id);
-      } catch (const std::exception&) {
-        // already gone
-      }
-    }
-  }
+  void kill_all_of_the_account() { test::kill_sessions_of(account_); }
   std::string account_;
   Options options_;
 };

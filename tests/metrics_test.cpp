@@ -308,25 +308,6 @@ TEST(Metrics, APooledConnectionLentOutIsInUse) {
   EXPECT_EQ(client.metrics().pool_in_use, 0u);
 }
 
-// A private account (test::private_account) so killing "this client's
-// connections" touches no other test.
-void kill_sessions_of(const std::string& account) {
-  auto admin = details::Connection::open(details::ConnectionSettings::from(Options::from_url(test::database_url())));
-  std::vector<std::string> ids;
-  {
-    std::unique_ptr<sql::ResultSet> rs(
-        admin->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account + "'").executeQuery());
-    while (rs->next()) ids.push_back(rs->getString(1));
-  }
-  for (const auto& id : ids) {
-    try {
-      admin->execute_plain("KILL CONNECTION " + id);
-    } catch (const std::exception&) {
-      // already gone
-    }
-  }
-}
-
 TEST(Metrics, AStatementWhoseConnectionDiedIsCountedAsReconciled) {
   const std::string account = test::private_account();
   Options o = fresh_options();
@@ -338,7 +319,7 @@ TEST(Metrics, AStatementWhoseConnectionDiedIsCountedAsReconciled) {
   client.lock("k");
   const Metrics before = client.metrics();
   EXPECT_EQ(before.unknown_outcomes_reconciled, 0u);
-  kill_sessions_of(account);
+  test::kill_sessions_of(account);
   client.unlock("k");  // a count down on a dead connection: read, then run again
   const Metrics m = client.metrics();
   EXPECT_EQ(m.unknown_outcomes_reconciled, 1u);
@@ -375,7 +356,7 @@ TEST(Metrics, AnUnlockWhoseBellSessionDiedIsReconciledNotReportedLost) {
   client.unlock("b");
   waiter.join();
   client.lock("b");
-  kill_sessions_of(account);
+  test::kill_sessions_of(account);
   client.unlock("b");
   EXPECT_FALSE(other.is_locked("b")) << "the unlock left the row held";
   const Metrics m = client.metrics();
@@ -395,7 +376,7 @@ TEST(Metrics, AWatchdogTickThatCannotReachTheDatabaseIsCountedAsFailed) {
   DatabaseDistributedLock client(o);
   client.lock("w");
   test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT LOCK");
-  kill_sessions_of(account);
+  test::kill_sessions_of(account);
   const bool failed = wait_until([&] { return client.metrics().watchdog_ticks_failed >= 1; }, 10s);
   test::execute_sql("ALTER USER '" + account + "'@'127.0.0.1' ACCOUNT UNLOCK");
   EXPECT_TRUE(failed);

@@ -140,6 +140,17 @@ std::vector<std::string> query_column(const std::string& sql) {
   return out;
 }
 
+void kill_sessions_of(const std::string& user) {
+  auto c = open_connection();
+  for (const std::string& id : query_column("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + user + "'")) {
+    try {
+      c->execute_plain("KILL CONNECTION " + id);
+    } catch (const std::exception&) {
+      // already gone
+    }
+  }
+}
+
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

@@ -34,6 +34,8 @@ bool fast_wakeup_enabled();
 // name; the password is private_account_password.
 std::string private_account();
 inline constexpr const char* private_account_password = "k";
+// Kills every session of `user` (a private_account()) on the test server.
+void kill_sessions_of(const std::string& user);
 // database_url_with(parameters) signed in as `user` (a private_account()).
 std::string database_url_as(const std::string& user, const std::string& parameters);
 
