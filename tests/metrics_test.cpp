@@ -6,7 +6,6 @@
 
 #include <boost/asio/use_future.hpp>
 #include <atomic>
-#include <cppconn/resultset.h>
 #include <future>
 #include <thread>
 
