@@ -147,10 +147,10 @@ void AsyncAcquire::finish(std::exception_ptr error, bool acquired) {
   } catch (const std::exception& e) {
     engine_.logger()->debug("dlock: ending a wait: {}", e.what());
   }
-  // Completed before end(): once end() has let the client's destructor go
-  // on, nothing here may touch the client.
   counted_.reset();
   engine_.count_acquire(metric_kind(request_.key.kind), started_, acquired, request_.single_attempt, false, error);
+  // Completed before end(): once end() has let the client's destructor go
+  // on, nothing here may touch the client.
   if (on_end_) on_end_();
   // The value a completion takes: the owner of what was acquired (a
   // permit's handle needs it), never 0.
