@@ -302,5 +302,100 @@ TEST(FairLock, AQueuedWaiterKilledDelaysTheNextAtMostThreePollIntervals) {
   waiter.join();
 }
 
+// A client with one pooled connection: its waiters join on the session
+// that also releases. A grant made by a ringing release on that session
+// must record the bell the session rings next, not the one it just gave
+// back, or a waiter elsewhere behind the grantee finds that bell free and
+// hears of the grantee's release only at a poll.
+TEST(FairLock, AGrantToAWaiterOfTheReleasingSessionKeepsWaitersElsewhereWoken) {
+  Options o = slow_poll_options();
+  o.pool_size = 1;
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  Lock held = a.get_fair_lock("one-session");
+  held.lock();
+  std::atomic<bool> first_got{false}, second_got{false};
+  std::thread first([&] {
+    Lock mine = a.get_fair_lock("one-session", Owner::create());
+    mine.lock();
+    first_got = true;
+    std::this_thread::sleep_for(100ms);
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, "one-session") == 1; }, 10s));
+  std::thread second([&] {
+    Lock mine = b.get_fair_lock("one-session");
+    mine.lock();
+    second_got = true;
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, "one-session") == 2; }, 10s));
+  held.unlock();  // grants `first`, on the one session, ringing for `second`
+  ASSERT_TRUE(wait_until([&] { return first_got.load(); }, 10s));
+  const auto granted = Clock::now();
+  ASSERT_TRUE(wait_until([&] { return second_got.load(); }, 30s));
+  EXPECT_LT(Clock::now() - granted, 5s) << "the waiter elsewhere heard of the release only at a poll";
+  first.join();
+  second.join();
+}
+
+// A queued entry records its session's bell. When that session rings for
+// another name while the entry waits, the entry must follow it to the next
+// bell, or the hold granted from it records a bell nobody holds.
+TEST(FairLock, AQueuedEntryFollowsItsSessionsBellWhenTheSessionRingsForAnotherName) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "about session bells";
+  Options o = slow_poll_options();
+  o.pool_size = 1;
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  DatabaseDistributedLock c(same_table(o));
+  // `a`'s one session holds plain lock "other", which a waiter in `b` marks.
+  Lock other = a.get_lock("other");
+  other.lock();
+  std::atomic<bool> other_got{false};
+  std::thread other_waiter([&] {
+    Lock mine = b.get_lock("other");
+    mine.lock();
+    other_got = true;
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM `" + o.table +
+                                  "` WHERE kind = 1 AND lock_name = 'other' AND waiters = 1") == "1";
+      },
+      10s));
+  // A waiter of `a` queues for fair lock "q", held in `c`, on that session.
+  Lock q = c.get_fair_lock("q");
+  q.lock();
+  std::atomic<bool> first_got{false}, second_got{false};
+  std::thread first([&] {
+    Lock mine = a.get_fair_lock("q", Owner::create());
+    mine.lock();
+    first_got = true;
+    std::this_thread::sleep_for(100ms);
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, "q") == 1; }, 10s));
+  // The session rings for "other": it moves to its next bell.
+  other.unlock();
+  ASSERT_TRUE(wait_until([&] { return other_got.load(); }, 10s));
+  other_waiter.join();
+  std::thread second([&] {
+    Lock mine = b.get_fair_lock("q");
+    mine.lock();
+    second_got = true;
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, "q") == 2; }, 10s));
+  q.unlock();  // grants `first` (released in `c`: the entry's bell is copied as it is)
+  ASSERT_TRUE(wait_until([&] { return first_got.load(); }, 10s));
+  const auto granted = Clock::now();
+  ASSERT_TRUE(wait_until([&] { return second_got.load(); }, 30s));
+  EXPECT_LT(Clock::now() - granted, 5s) << "the waiter elsewhere heard of the release only at a poll";
+  first.join();
+  second.join();
+}
+
 }  // namespace
 }  // namespace dlock

@@ -171,6 +171,11 @@ class HoldKind {
   // The hold in `slot` of `name` is gone for good without a release by its
   // kind (it was lost, and its owner made its last unlock() call).
   virtual void dropped(std::string_view /*name*/, std::uint64_t /*slot*/) {}
+  // Rows other than this client's holds that recorded the bell of pooled
+  // session `session` (a fair lock's queue entries, and the head a grant
+  // copies an entry's bell into): a ring moves them to the session's next
+  // bell with its holds. Default: none.
+  virtual void rows_with_bell_of(std::uint64_t /*session*/, std::vector<HeldRow>& /*out*/) {}
   // Every poll interval, on the io thread, whether or not anyone waits.
   virtual void maintain(Engine&, const std::function<Connection&()>&) {}
   // How many names this kind keeps per-client state for (tests: it stays

@@ -274,7 +274,9 @@ void Engine::ring_when_idle(std::uint64_t session) {
 }
 
 void Engine::restamp_after_ring(Connection& c, const std::string& rung) {
-  const std::vector<HeldRow> others = holds_.on_session(c.session_key());
+  std::vector<HeldRow> others = holds_.on_session(c.session_key());
+  for (const auto& k : kinds_)
+    if (k) k->rows_with_bell_of(c.session_key(), others);
   if (others.empty()) return;
   const std::string* now = c.bell.current().empty() ? nullptr : &c.bell.current();
   try {

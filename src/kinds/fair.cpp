@@ -93,7 +93,10 @@ class FairKind final : public HoldKind {
         auto& ps = c.prepared(sql_.grant[ring ? 1 : 0]);
         Binder b(ps);
         b.text(row.name);
-        if (ring) bind_ring(b, c);
+        if (ring) {
+          bind_ring(b, c);
+          b.text(c.bell.current()).text(c.bell.next());
+        }
         b.text(row.name).u64(hold_id);
         rows_changed = execute_update(ps);
         return rows_changed;
@@ -179,6 +182,21 @@ class FairKind final : public HoldKind {
     // A hold granted with the short lease of a queue entry (so a dead
     // waiter's grant runs out soon) gets the whole watchdog lease now.
     if (renew) e.renew_now(connection);
+  }
+
+  // A queued entry recorded the bell its session had when it joined; a
+  // ring on that session since would leave the entry, and the hold a grant
+  // makes from it, with a bell nobody holds (waiters elsewhere would find it
+  // free and fall back to the poll). The head is listed too, under the
+  // entry's hold id: a grant that copied the old bell before this ring.
+  void rows_with_bell_of(std::uint64_t session, std::vector<HeldRow>& out) override {
+    if (queued_count_.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (const auto& [request, queued] : entries_) {
+      if (queued.entry.session != session) continue;
+      out.push_back(HeldRow{RowKey{Kind::kFair, queued.name, queued.entry.slot}, queued.entry.hold_id});
+      out.push_back(HeldRow{RowKey{Kind::kFair, queued.name, 0}, queued.entry.hold_id});
+    }
   }
 
   bool is_locked(Engine& e, std::string_view name) override { return head(e, name).live; }

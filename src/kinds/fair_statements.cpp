@@ -23,7 +23,13 @@ FairStatements::FairStatements(const HoldRows& rows) {
                  " h.hold_id = ?) AND w.slot IS NULL";
   // Joining: the head's queue mark raised and the entry written, in one
   // statement (a two-row upsert whose update keeps the head's hold
-  // columns). An entry joins anew at the back.
+  // columns). An entry joins anew at the back. Its place is SYSDATE(6), read
+  // as its row is written, after the head row's lock was granted (the rows
+  // are written in the order listed): joins serialize on that lock, so the
+  // queue's order is the order in which joins committed, and no entry ever
+  // lands ahead of one already seen queued. (NOW(6), the statement's start,
+  // would let a join that waited for the head's lock land ahead of ones
+  // that got it first.)
   const auto keep_head = [](const std::string& column, const std::string& value) {
     return column + " = IF(slot = 0, " + column + ", " + value + ")";
   };
@@ -31,11 +37,11 @@ FairStatements::FairStatements(const HoldRows& rows) {
          " (kind, lock_name, slot, hold_id, owner_id, machine_id, holder_host, holder_pid, watchdog, lease_us,"
          " bell, acquired_at, intent_id, intent_expire) VALUES (5, ?, 0, 0, 0, '', '', 0, 0, 0, '', " +
          kFairPast +
-         ", 0, NOW(6) + INTERVAL ? MICROSECOND), (5, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(6), ?, NOW(6) +"
+         ", 0, NOW(6) + INTERVAL ? MICROSECOND), (5, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SYSDATE(6), ?, NOW(6) +"
          " INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE " +
          keep_head("hold_id", "?") + ", " + keep_head("owner_id", "?") + ", " + keep_head("machine_id", "?") + ", " +
          keep_head("holder_host", "?") + ", " + keep_head("holder_pid", "?") + ", " + keep_head("watchdog", "?") +
-         ", " + keep_head("lease_us", "?") + ", " + keep_head("bell", "?") + ", " + keep_head("acquired_at", "NOW(6)") +
+         ", " + keep_head("lease_us", "?") + ", " + keep_head("bell", "?") + ", " + keep_head("acquired_at", "SYSDATE(6)") +
          ", " + keep_head("intent_id", "?") +
          ", intent_expire = IF(slot = 0, GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND), NOW(6) +"
          " INTERVAL ? MICROSECOND)";
@@ -48,7 +54,10 @@ FairStatements::FairStatements(const HoldRows& rows) {
          " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = ? AND e.hold_id = ? WHERE h.kind = 5"
          " AND h.lock_name = ? AND h.slot = 0 LOCK IN SHARE MODE";
   // The hold goes to entry e: the head takes e's hold, e leaves the queue.
-  const auto granting = [](const std::string& when, const std::string& ring) {
+  // `bell`: what the head's bell becomes when granted (e.bell, or, in a
+  // ringing release, the releasing session's next bell where e.bell is the
+  // one it rings: see grant).
+  const auto granting = [](const std::string& when, const std::string& ring, const std::string& bell) {
     const auto pick = [&](const std::string& column, const std::string& granted) {
       return "h." + column + " = IF(" + when + ", " + granted + ", h." + column + ")";
     };
@@ -60,7 +69,7 @@ FairStatements::FairStatements(const HoldRows& rows) {
            // grant that keeps the bell keeps their mark (its release
            // rings them); a free row or a new bell has none. Assigned
            // before the bell, which it compares.
-           "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", "e.bell") + ", " +
+           "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", bell) + ", " +
            pick("acquired_at", "NOW(6)") + ", h.expire_time = IF(" + when +
            ", NOW(6) + INTERVAL e.lease_us MICROSECOND, h.acquired_at), "
            "e.intent_expire = " +
@@ -69,9 +78,14 @@ FairStatements::FairStatements(const HoldRows& rows) {
   const std::string queue = "UPDATE " + q + " h LEFT JOIN " + first_live + " f ON 1 = 1 LEFT JOIN " + q +
                             " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
   // The release with a queue: granted to the first live entry, else freed
-  // (and the stale queue mark cleared).
+  // (and the stale queue mark cleared). A ringing release moves its
+  // session to the next bell; an entry that joined on that session recorded
+  // the bell being rung, so its grant records the next one (the one its
+  // release will ring).
   for (int ring = 0; ring < 2; ++ring) {
-    grant[ring] = queue + granting("e.slot IS NOT NULL", ring != 0 ? std::string(" + ") + kRingTerm : "") +
+    grant[ring] = queue +
+                  granting("e.slot IS NOT NULL", ring != 0 ? std::string(" + ") + kRingTerm : "",
+                           ring != 0 ? "IF(e.bell = ?, ?, e.bell)" : "e.bell") +
                   ", h.intent_expire = IF(e.slot IS NULL, " + kFairPast +
                   ", h.intent_expire) WHERE h.kind = 5"
                   " AND h.lock_name = ? AND h.slot = 0 AND h.hold_id = ? AND " +
@@ -79,7 +93,7 @@ FairStatements::FairStatements(const HoldRows& rows) {
   }
   // The first waiter takes a free head itself (it was freed, or its
   // holder's lease ran out, with nobody granted).
-  take_first = queue + granting("e.slot IS NOT NULL", "") +
+  take_first = queue + granting("e.slot IS NOT NULL", "", "e.bell") +
                " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0"
                " AND h.expire_time <= NOW(6) AND e.slot = ? AND e.hold_id = ?";
   quiet_free[0] = "UPDATE " + q + " SET " + fragments::free_assignments() + " WHERE" + head + " AND hold_id = ? AND " +

@@ -21,7 +21,7 @@ struct FairStatements {
   std::string checked_take;   // free, the queue mark stale: name, bind_hold, name, hold id
   std::string join;           // the head's mark raised and the entry written (see FairKind::join)
   std::string look;           // a queued waiter's locking read: entry slot, its hold id, name
-  std::string grant[2];       // the release with a queue ([1]: ringing): name, [ring], name, hold id
+  std::string grant[2];       // the release with a queue ([1]: ringing): name, [ring, rung, next], name, hold id
   std::string take_first;     // the first live entry takes a free head: name, name, slot, hold id
   std::string quiet_free[2];  // the release with nobody queued ([1]: ringing): [ring], 0, name, hold id
   std::string leave;          // an entry leaves the queue: name, slot, hold id
