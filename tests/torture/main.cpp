@@ -35,13 +35,17 @@
 // multi-lock workload (random sets of 2-8 of the names "m*" in random
 // order, one MultiLock each, every name's resource worked on with its
 // token; a set found partly held right after its acquire is a violation),
-// and --fair-workers the fair-lock workload (fair locks "f0" and "f1", two
-// threads per client, each grant's resource worked on with its token), and
+// and --fair-workers the fair-lock workload (fair locks "f0" and "f1",
+// twice --threads threads per client, each grant's resource worked on with
+// its token, each grant's hold id recorded; the queues are sampled, and a
+// grant out of queue order is a violation: grant_order.hpp), and
 // --election-workers the election workload (candidates in election "e0";
 // each term's leader works on resource "e0" with its term, then resigns).
 // Exit status 0 only if the checker found no
-// violation and the control run (no fence guard, holders paused) lost
-// updates and, with read-write workers, had writes overlapping reads.
+// violation and the control run (no fence guard, holders paused, fair
+// queues reordered behind the library's back) lost updates and, with
+// read-write workers, had writes overlapping reads and, with fair-lock
+// workers, grants out of queue order.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <signal.h>
@@ -66,6 +70,7 @@
 #include "sql/connection.hpp"
 #include "dlock/options.hpp"
 #include "torture.hpp"
+#include "torture/grant_order.hpp"
 
 namespace dlock::torture {
 namespace {
@@ -94,12 +99,12 @@ struct Config {
   std::string proxy_url;
   std::string placement = "several";
   std::set<std::string> faults;
-  int workers = 8, threads = 2, names = 3;
+  int workers = 9, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
   int multi_workers = 1;      // of `workers`, how many run the multi-lock workload
-  int fair_workers = 1;       // of `workers`, how many run the fair-lock workload
+  int fair_workers = 2;       // of `workers`, how many run the fair-lock workload
   int election_workers = 1;   // of `workers`, how many run the election workload
   int duration_s = 600;
   int fault_every_s = 12;
@@ -216,6 +221,11 @@ struct RunResult {
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
   long reads = 0, writes = 0;  // applied read and write sections of "rw"
   long rw_overlaps = 0;        // applied writes overlapping applied reads (a violation each)
+  long fair_grants = 0;        // grants of "f*" the fair workers recorded with their hold ids
+  long queue_snapshots = 0;    // distinct snapshots of their queues with a waiter in it
+  long grants_checked = 0;     // recorded grants whose hold a snapshot showed queued
+  long order_violations = 0;   // grants out of queue order
+  long queue_moves = 0;        // entries the control's queue shuffler moved to the front
 };
 
 class Run {
@@ -242,8 +252,11 @@ class Run {
       }
     }
     std::thread nemesis([this] { nemesis_loop(); });
+    std::thread sampler;
+    if (cfg_.fair_workers > 0) sampler = std::thread([this] { watch_fair_queues(); });
     supervise();
     nemesis.join();
+    if (sampler.joinable()) sampler.join();
     finish_workers();
     RunResult result = check();
     // Keep this run's audit trail for a post-mortem (the next run starts
@@ -405,6 +418,62 @@ class Run {
         violation("worker " + s->machine_id + " crashed (wait status " + std::to_string(*status) + ")");
       else if (!s->cli && (!line || *line != "threads left 0"))
         violation("worker " + s->machine_id + " did not end cleanly: " + line.value_or("no thread report"));
+    }
+  }
+
+  // The fair queues, seen by a connection of their own every few
+  // milliseconds (grant_order.hpp): each snapshot is one consistent read of
+  // a name's rows, the head's fence and the live entries in queue order.
+  // In the control run the same thread also breaks the order the checker
+  // checks: now and then it moves a name's last live entry to the front of
+  // its queue, behind the library's back, so the next grants go out of the
+  // order an earlier snapshot saw.
+  void watch_fair_queues() {
+    std::unique_ptr<details::Connection> db;
+    std::map<std::string, std::vector<std::uint64_t>> last;
+    const auto settings = details::ConnectionSettings::from(Options::from_url(cfg_.url));
+    std::int64_t next_move = 0;
+    while (now_us() < until_us_) {
+      try {
+        if (!db || db->broken()) db = details::Connection::open(settings);
+        for (int n = 0; n < kFairNames; ++n) {
+          const std::string name = "f" + std::to_string(n);
+          auto& read = db->prepared(
+              "SELECT slot, fence, hold_id, intent_expire > NOW(6) FROM torture_lock WHERE kind = 5 AND lock_name = ?"
+              " ORDER BY slot > 0, acquired_at, slot");
+          read.setString(1, name);
+          std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+          QueueSnapshot snap{name, 0, {}};
+          bool head = false;
+          while (rs->next()) {
+            if (rs->getUInt64(1) == 0) {
+              head = true;
+              snap.head_fence = rs->getUInt64(2);
+            } else if (rs->getInt(4) == 1) {
+              snap.queue.push_back(rs->getUInt64(3));
+            }
+          }
+          if (!head || snap.queue.empty() || last[name] == snap.queue) continue;
+          last[name] = snap.queue;
+          std::lock_guard<std::mutex> g(snapshots_m_);
+          snapshots_.push_back(std::move(snap));
+        }
+        if (!fenced_ && now_us() >= next_move) {
+          next_move = now_us() + 20'000;
+          for (int n = 0; n < kFairNames; ++n) {
+            auto& move = db->prepared(
+                "UPDATE torture_lock SET acquired_at = '1970-01-03 00:00:00' WHERE kind = 5 AND lock_name = ? AND"
+                " slot > 0 AND intent_expire > NOW(6) AND acquired_at > '1970-01-03 00:00:00' ORDER BY acquired_at"
+                " DESC, slot DESC LIMIT 1");
+            move.setString(1, "f" + std::to_string(n));
+            queue_moves_ += move.executeUpdate();
+          }
+        }
+      } catch (const std::exception&) {
+        if (db) db->mark_broken();
+        std::this_thread::sleep_for(100ms);  // a server fault: look again soon
+      }
+      std::this_thread::sleep_for(3ms);
     }
   }
 
@@ -686,6 +755,7 @@ class Run {
     r.violations = violations_;
     std::map<std::string, std::vector<std::int64_t>> acquired;  // name -> times
     std::map<std::string, std::string> outcome;                 // op -> last word
+    std::vector<RecordedGrant> grants;                          // of the fair workers
     for (int i = 0; i < slot_count(); ++i) {
       std::ifstream in(history_path(i));
       std::string line;
@@ -696,6 +766,10 @@ class Run {
         if (word == "acq") {
           acquired[a].push_back(std::stoll(b));
           ++r.acquisitions;
+        } else if (word == "grant") {
+          std::string hold;
+          ls >> hold;
+          grants.push_back({a, std::stoull(b), std::stoull(hold)});
         } else if (word == "begin") {
           outcome.emplace(a, "begin");
         } else if (word == "crash") {
@@ -737,6 +811,21 @@ class Run {
     }
     for (const auto& k : faults_)
       if (is_configuration(k)) r.faults[k] = 1;
+
+    // The fair locks: every grant in queue order (grant_order.hpp).
+    {
+      std::lock_guard<std::mutex> g(snapshots_m_);
+      const GrantOrderResult order = check_grant_order(snapshots_, grants);
+      r.fair_grants = static_cast<long>(grants.size());
+      r.queue_snapshots = static_cast<long>(snapshots_.size());
+      r.grants_checked = order.holds_checked;
+      r.order_violations = order.violations;
+      r.queue_moves = queue_moves_;
+      for (const auto& v : order.examples) r.violations.push_back("grant out of queue order: " + v);
+      if (order.violations > static_cast<long>(order.examples.size()))
+        r.violations.push_back(std::to_string(order.violations - static_cast<long>(order.examples.size())) +
+                               " more grants out of queue order");
+    }
 
     // Counter vs increments: the audit row commits with the write, so the
     // applied rows are exactly the writes that took effect.
@@ -927,6 +1016,9 @@ class Run {
   std::map<std::string, int> next_node_;  // per node fault kind: how many so far (nodes taken in turn)
   std::mutex violations_m_;
   std::vector<std::string> violations_;
+  std::mutex snapshots_m_;
+  std::vector<QueueSnapshot> snapshots_;  // under snapshots_m_ (watch_fair_queues)
+  long queue_moves_ = 0;                  // the sampler thread's, read after it joined
   long handoffs_ = 0;  // direct local handoffs reported by the workers that ended the run
   long write_handoffs_ = 0;  // of them, by the read-write workers
   long permit_handoffs_ = 0;  // of them, by the semaphore workers
@@ -940,6 +1032,11 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| of those, semaphore permits | " << r.permit_handoffs << " |\n";
   std::cout << "| multi-lock sets held (names worked on under them) | " << r.multi_sets << " (" << r.multi_sections
             << ") |\n";
+  std::cout << "| fair-lock grants recorded / of them checked against a queue snapshot that showed them waiting | "
+            << r.fair_grants << " / " << r.grants_checked << " (" << r.queue_snapshots << " snapshots) |\n";
+  std::cout << "| fair-lock grants out of queue order | " << r.order_violations << " |\n";
+  if (r.queue_moves > 0)
+    std::cout << "| queue entries moved to the front behind the library's back (control) | " << r.queue_moves << " |\n";
   std::cout << "| election terms in which a leader worked (one section each, fenced by the term) | "
             << r.election_terms << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
@@ -1007,7 +1104,7 @@ int orchestrate(Config cfg) {
   }
   Run control(control_cfg, false, cfg.quick ? 40 : 60, {"pause-holder"}, "control");
   const RunResult control_result = control.execute();
-  std::cout << "\n## control run (no fence guard, holders paused)\n\nlost updates: " << control_result.lost_updates
+  std::cout << "\n## control run (no fence guard, holders paused, fair queues reordered)\n\nlost updates: " << control_result.lost_updates
             << " (" << control_result.lost_on_slots << " on semaphore slots); writes overlapping reads of the "
             << "read-write lock: " << control_result.rw_overlaps
             << "; lost updates"
@@ -1015,8 +1112,14 @@ int orchestrate(Config cfg) {
   const bool overlaps_caught = control_cfg.rw_workers == 0 || control_result.rw_overlaps > 0;
   if (control_cfg.rw_workers > 0)
     std::cout << "; overlaps" << (overlaps_caught ? " (caught, as they must be)" : " (NONE: the overlap check is not checking)");
+  // The control's fair queues are reordered behind the library's back: the
+  // grant-order check must see grants out of order.
+  const bool order_caught = control_cfg.fair_workers == 0 || control_result.order_violations > 0;
+  if (control_cfg.fair_workers > 0)
+    std::cout << "; fair-lock grants out of queue order: " << control_result.order_violations
+              << (order_caught ? " (caught, as they must be)" : " (NONE: the grant-order check is not checking)");
   std::cout << "\n";
-  bool ok = main_result.violations.empty() && control_result.lost_updates > 0 && overlaps_caught;
+  bool ok = main_result.violations.empty() && control_result.lost_updates > 0 && overlaps_caught && order_caught;
   std::cout << "\nresult: " << (ok ? "PASS" : "FAIL") << std::endl;
   return ok ? 0 : 1;
 }

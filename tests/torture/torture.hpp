@@ -39,7 +39,8 @@ inline constexpr int kSemaphorePermits = 2;
 inline constexpr int kMultiNames = 10;
 // The fair-lock workload: threads take fair locks "f0" and "f1" (granted in
 // arrival order, handed over by the release itself) and do the fenced
-// read-modify-write on the name's resource with its token.
+// read-modify-write on the name's resource with its token; each grant's
+// hold id goes to the history, for the grant-order check (grant_order.hpp).
 inline constexpr int kFairNames = 2;
 // The election workload: threads campaign in election "e0" (each an Owner
 // of its own), and each term's leader does one fenced read-modify-write on

@@ -295,6 +295,23 @@ struct Worker {
     }
   }
 
+  // For the grant-order check (grant_order.hpp): the hold id this grant of
+  // fair lock `name` carries, read from the head row while held. Nothing is
+  // recorded if the read fails (a fault) or the hold is already gone.
+  void record_fair_grant(std::unique_ptr<details::Connection>& db, const std::string& name, std::uint64_t fence) {
+    try {
+      if (!db || db->broken()) db = details::Connection::open(settings);
+      auto& read = db->prepared("SELECT hold_id FROM torture_lock WHERE kind = 5 AND lock_name = ? AND slot = 0 AND"
+                                " fence = ? AND expire_time > NOW(6)");
+      read.setString(1, name);
+      read.setUInt64(2, fence);
+      std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+      if (rs->next()) history.line("grant " + name + " " + std::to_string(fence) + " " + rs->getString(1));
+    } catch (const std::exception&) {
+      if (db) db->mark_broken();
+    }
+  }
+
   // One thread of the fair-lock workload (see kFairNames).
   void run_fair_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
@@ -321,6 +338,7 @@ struct Worker {
       } catch (const BackendError&) {
       }
       if (fence != 0) {
+        record_fair_grant(db, name, fence);
         const std::string op = args.machine_id + ":f" + std::to_string(index) + ":" + std::to_string(++seq);
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
@@ -575,8 +593,11 @@ int run_worker(const WorkerArgs& args) {
       // client's threads contend locally, so the write side is handed from
       // one to another); the semaphore workload runs more threads than
       // permits (so they wait, and permits are handed from one to another);
-      // the others spread their threads over the clients.
-      const int count = args.rw || args.fair || args.election ? args.threads * static_cast<int>(clients.size())
+      // the fair-lock workload runs twice as many on every client (so its
+      // queues hold several waiters of several processes); the others
+      // spread their threads over the clients.
+      const int count = args.fair ? 2 * args.threads * static_cast<int>(clients.size())
+                        : args.rw || args.election ? args.threads * static_cast<int>(clients.size())
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
