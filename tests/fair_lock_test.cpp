@@ -9,6 +9,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -302,11 +303,43 @@ TEST(FairLock, AQueuedWaiterKilledDelaysTheNextAtMostThreePollIntervals) {
   waiter.join();
 }
 
+// A waiter of `a` (an Owner of its own) queues for fair lock `name`, then
+// `between` runs, then a waiter of `b` queues behind it. `release` grants
+// the first one, which holds 100 ms and releases: the waiter in `b` must
+// hear of that release at once, not at a poll (20 s).
+void expect_the_next_waiter_rung(const Options& o, DatabaseDistributedLock& a, DatabaseDistributedLock& b,
+                                 const std::string& name, const std::function<void()>& between,
+                                 const std::function<void()>& release) {
+  std::atomic<bool> first_got{false}, second_got{false};
+  std::thread first([&] {
+    Lock mine = a.get_fair_lock(name, Owner::create());
+    mine.lock();
+    first_got = true;
+    std::this_thread::sleep_for(100ms);
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, name) == 1; }, 10s));
+  between();
+  std::thread second([&] {
+    Lock mine = b.get_fair_lock(name);
+    mine.lock();
+    second_got = true;
+    mine.unlock();
+  });
+  ASSERT_TRUE(wait_until([&] { return queued(o, name) == 2; }, 10s));
+  release();
+  ASSERT_TRUE(wait_until([&] { return first_got.load(); }, 10s));
+  const auto granted = Clock::now();
+  ASSERT_TRUE(wait_until([&] { return second_got.load(); }, 30s));
+  EXPECT_LT(Clock::now() - granted, 5s) << "the waiter elsewhere heard of the release only at a poll";
+  first.join();
+  second.join();
+}
+
 // A client with one pooled connection: its waiters join on the session
 // that also releases. A grant made by a ringing release on that session
 // must record the bell the session rings next, not the one it just gave
-// back, or a waiter elsewhere behind the grantee finds that bell free and
-// hears of the grantee's release only at a poll.
+// back, or a waiter elsewhere behind the grantee finds that bell free.
 TEST(FairLock, AGrantToAWaiterOfTheReleasingSessionKeepsWaitersElsewhereWoken) {
   Options o = slow_poll_options();
   o.pool_size = 1;
@@ -314,29 +347,8 @@ TEST(FairLock, AGrantToAWaiterOfTheReleasingSessionKeepsWaitersElsewhereWoken) {
   DatabaseDistributedLock b(same_table(o));
   Lock held = a.get_fair_lock("one-session");
   held.lock();
-  std::atomic<bool> first_got{false}, second_got{false};
-  std::thread first([&] {
-    Lock mine = a.get_fair_lock("one-session", Owner::create());
-    mine.lock();
-    first_got = true;
-    std::this_thread::sleep_for(100ms);
-    mine.unlock();
-  });
-  ASSERT_TRUE(wait_until([&] { return queued(o, "one-session") == 1; }, 10s));
-  std::thread second([&] {
-    Lock mine = b.get_fair_lock("one-session");
-    mine.lock();
-    second_got = true;
-    mine.unlock();
-  });
-  ASSERT_TRUE(wait_until([&] { return queued(o, "one-session") == 2; }, 10s));
-  held.unlock();  // grants `first`, on the one session, ringing for `second`
-  ASSERT_TRUE(wait_until([&] { return first_got.load(); }, 10s));
-  const auto granted = Clock::now();
-  ASSERT_TRUE(wait_until([&] { return second_got.load(); }, 30s));
-  EXPECT_LT(Clock::now() - granted, 5s) << "the waiter elsewhere heard of the release only at a poll";
-  first.join();
-  second.join();
+  // The release grants the waiter of `a`, on the one session, ringing.
+  expect_the_next_waiter_rung(o, a, b, "one-session", [] {}, [&] { held.unlock(); });
 }
 
 // A queued entry records its session's bell. When that session rings for
@@ -365,36 +377,17 @@ TEST(FairLock, AQueuedEntryFollowsItsSessionsBellWhenTheSessionRingsForAnotherNa
                                   "` WHERE kind = 1 AND lock_name = 'other' AND waiters = 1") == "1";
       },
       10s));
-  // A waiter of `a` queues for fair lock "q", held in `c`, on that session.
+  // Fair lock "q" is held in `c`; a waiter of `a` queues on that session.
   Lock q = c.get_fair_lock("q");
   q.lock();
-  std::atomic<bool> first_got{false}, second_got{false};
-  std::thread first([&] {
-    Lock mine = a.get_fair_lock("q", Owner::create());
-    mine.lock();
-    first_got = true;
-    std::this_thread::sleep_for(100ms);
-    mine.unlock();
-  });
-  ASSERT_TRUE(wait_until([&] { return queued(o, "q") == 1; }, 10s));
-  // The session rings for "other": it moves to its next bell.
-  other.unlock();
-  ASSERT_TRUE(wait_until([&] { return other_got.load(); }, 10s));
-  other_waiter.join();
-  std::thread second([&] {
-    Lock mine = b.get_fair_lock("q");
-    mine.lock();
-    second_got = true;
-    mine.unlock();
-  });
-  ASSERT_TRUE(wait_until([&] { return queued(o, "q") == 2; }, 10s));
-  q.unlock();  // grants `first` (released in `c`: the entry's bell is copied as it is)
-  ASSERT_TRUE(wait_until([&] { return first_got.load(); }, 10s));
-  const auto granted = Clock::now();
-  ASSERT_TRUE(wait_until([&] { return second_got.load(); }, 30s));
-  EXPECT_LT(Clock::now() - granted, 5s) << "the waiter elsewhere heard of the release only at a poll";
-  first.join();
-  second.join();
+  expect_the_next_waiter_rung(
+      o, a, b, "q",
+      [&] {
+        other.unlock();  // the session rings for "other": it moves to its next bell
+        EXPECT_TRUE(wait_until([&] { return other_got.load(); }, 10s));
+        other_waiter.join();
+      },
+      [&] { q.unlock(); });  // released in `c`: the entry's bell is copied as it is
 }
 
 }  // namespace
