@@ -9,6 +9,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "test_env.hpp"
@@ -19,9 +22,30 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// True once every thread of process `pid` is stopped: kill() returns before
+// a thread running on another core has stopped, and a statement it is
+// executing can still complete.
+bool all_threads_stopped(long pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    const char state = line[close + 2];
+    if (state != 'T' && state != 't') return false;
+  }
+  return !ec;
+}
+
 class PausedServer {
  public:
-  explicit PausedServer(long pid) : pid_(pid) { ::kill(static_cast<pid_t>(pid_), SIGSTOP); }
+  explicit PausedServer(long pid) : pid_(pid) {
+    ::kill(static_cast<pid_t>(pid_), SIGSTOP);
+    EXPECT_TRUE(test::wait_until([&] { return all_threads_stopped(pid_); }, 5s)) << "the server did not stop";
+  }
   ~PausedServer() { resume(); }
   void resume() {
     if (pid_ > 0) ::kill(static_cast<pid_t>(pid_), SIGCONT);
