@@ -2,9 +2,10 @@
 // ownership (two clients are distinct owners whatever their machine_id; a
 // lost hold is never silently replaced; renewal matches the hold itself),
 // waits of any length, recovery after the server killed every connection,
-// rows locked by a foreign transaction, doorbells given back when a release
-// fails, KILL QUERY only for our own doorbell waits, and no on_lock_lost once
-// the client is being destroyed.
+// rows locked by a foreign transaction, a take picked as a deadlock's victim
+// running again, doorbells given back when a release fails, KILL QUERY only
+// for our own doorbell waits, and no on_lock_lost once the client is being
+// destroyed.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <dlock/dlock.hpp>
@@ -374,6 +375,47 @@ TEST_F(ForeignLock, AFailedReleaseLeavesTheSessionItsBell) {
   client.lock("d");
   EXPECT_NE(test::query_scalar(bell_of_row), "") << "the session lost its bell";
   client.unlock("d");
+}
+
+// A take of several rows that the server picks as the victim of a real
+// deadlock (error 1213, its statement rolled back) runs again and acquires
+// once the other transaction ends: the caller sees a wait, not an error.
+TEST_F(ForeignLock, ATakeChosenAsADeadlockVictimRunsAgainAndAcquires) {
+  options_.io_timeout = 10s;  // room in the call's budget for the retry's lock wait
+  DatabaseDistributedLock client(options_);
+  MultiLock both = client.get_multi_lock({"dl-a", "dl-b"}, Owner::create());  // taken on another thread
+  both.lock();  // the rows exist: the take is one UPDATE locking dl-a, then dl-b
+  both.unlock();
+  // The other transaction locks dl-b, after inserting rows of its own: the
+  // server rolls back the transaction that changed fewer rows, the take.
+  foreign_ = raw_connection(options_);
+  foreign_->execute_plain("START TRANSACTION");
+  for (int i = 0; i < 20; ++i)
+    foreign_->execute_plain("INSERT INTO `" + options_.table + "` (kind, lock_name) VALUES (1, 'dl-weight-" +
+                            std::to_string(i) + "')");
+  const auto lock_foreign = [&](const std::string& name) {
+    (void)foreign_->scalar_plain("SELECT state FROM `" + options_.table + "` WHERE kind = 1 AND lock_name = '" + name +
+                                 "' FOR UPDATE");
+  };
+  lock_foreign("dl-b");
+  auto taking = std::async(std::launch::async, [&] { return both.try_lock_for(20s); });
+  // The take holds dl-a and waits for dl-b; now the other way round closes
+  // the cycle, and the take is rolled back, which lets this read through.
+  const auto lock_waits = [&] {
+    return test::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_LOCKS l ON"
+        " l.lock_id = w.requested_lock_id WHERE l.lock_table LIKE '%" + options_.table + "%'");
+  };
+  ASSERT_TRUE(test::wait_until([&] { return lock_waits() == "1"; }, 5s)) << "the take never waited for dl-b";
+  EXPECT_NO_THROW(lock_foreign("dl-a")) << "the server rolled back the other transaction, not the take";
+  EXPECT_EQ(taking.wait_for(300ms), std::future_status::timeout) << "the take ended while both rows were locked";
+  release();  // rolls back the inserted rows too
+  EXPECT_TRUE(taking.get()) << "the take failed instead of running again";
+  EXPECT_GE(client.metrics().retries_deadlock, 1u);
+  EXPECT_GT(both.fencing_token("dl-b"), 0u);
+  both.unlock();
+  EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + options_.table + "` WHERE lock_name LIKE 'dl-weight-%'"),
+            "0");
 }
 
 // ---------------------------------------------------------------- KILL QUERY
