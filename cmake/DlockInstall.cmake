@@ -1,6 +1,6 @@
 # Install rules: headers, the library, the exported target dlock::dlock, a
 # package config so consumers can `find_package(dlock CONFIG)`, and dlock.pc
-# for pkg-config; all in the `dev` component (the libdlock-dev package of
+# (with the adapter, dlock-prometheus.pc) for pkg-config; all in the `dev` component (the libdlock-dev package of
 # cmake/DlockPackaging.cmake). The command is the `cli` component
 # (cli/CMakeLists.txt).
 include(CMakePackageConfigHelpers)
@@ -43,3 +43,10 @@ if(BUILD_SHARED_LIBS)
 endif()
 configure_file(cmake/dlock.pc.in "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dlock.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+# The adapter's: `pkg-config --cflags --libs dlock-prometheus` (it requires
+# dlock and prometheus-cpp's own .pc files).
+if(DLOCK_WITH_PROMETHEUS)
+  configure_file(cmake/dlock-prometheus.pc.in "${CMAKE_CURRENT_BINARY_DIR}/dlock-prometheus.pc" @ONLY)
+  install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dlock-prometheus.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+    COMPONENT dev)
+endif()
