@@ -84,19 +84,22 @@ int force_release_rw(const Options& options, const std::vector<std::string>& nam
   return rc;
 }
 
-int force_unlock_rows(const Options& options, const std::vector<std::string>& names) {
+// The one hold of a lock, a fair lock or an election (`noun` names the kind
+// in what is printed, "" for a lock).
+int force_unlock_rows(const Options& options, const std::vector<std::string>& names, HoldType type,
+                      details::Kind kind, const std::string& noun) {
   int rc = kExitOk;
   for (const auto& name : names) {
     ActivityQuery query;
     query.names = {name};
-    query.types = {HoldType::kLock};
+    query.types = {type};
     const Activity before = inspect(options, query);
-    if (!before.holds.empty() && details::force_unlock(options, details::Kind::kLock, name) > 0) {
+    if (!before.holds.empty() && details::force_unlock(options, kind, name) > 0) {
       const HoldInfo& h = before.holds.front();
-      std::cout << "cleared " << readable_name(name) << " (it was held by " << holder_summary(h) << ", count "
+      std::cout << "cleared " << noun << readable_name(name) << " (it was held by " << holder_summary(h) << ", count "
                 << h.count << ")\n";
     } else {
-      std::cerr << "dlock: " << readable_name(name) << " was not held\n";
+      std::cerr << "dlock: " << noun << readable_name(name) << " was not held\n";
       rc = kExitConflict;
     }
   }
@@ -114,7 +117,10 @@ int status_command(const Options& options, const std::vector<std::string>& names
 int force_unlock_command(const Options& options, const std::vector<std::string>& names, ForceTarget target) {
   if (target.semaphores) return force_release_semaphores(options, names);
   if (target.reads || target.writes) return force_release_rw(options, names, target.reads, target.writes);
-  return force_unlock_rows(options, names);
+  if (target.fair) return force_unlock_rows(options, names, HoldType::kFairLock, details::Kind::kFair, "fair lock ");
+  if (target.elections)
+    return force_unlock_rows(options, names, HoldType::kElection, details::Kind::kElection, "election ");
+  return force_unlock_rows(options, names, HoldType::kLock, details::Kind::kLock, "");
 }
 
 int init_command(const Options& options) {

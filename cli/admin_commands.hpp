@@ -15,8 +15,10 @@ int status_command(const Options& options, const std::vector<std::string>& names
 // read and/or write holds of read-write locks.
 struct ForceTarget {
   bool semaphores = false;
-  bool reads = false;   // read-write locks: every read hold
-  bool writes = false;  // read-write locks: the write hold
+  bool reads = false;      // read-write locks: every read hold
+  bool writes = false;     // read-write locks: the write hold
+  bool fair = false;       // fair locks: the holder (the queue stays)
+  bool elections = false;  // elections: the leader
 };
 // Clears each name's holder(s); exit 1 if any name had none.
 int force_unlock_command(const Options& options, const std::vector<std::string>& names, ForceTarget target);

@@ -7,7 +7,7 @@
 //   dlock [--url URL] [--table T] leader [--json] [--watch] NAME
 //   dlock [--url URL] [--table T] status [--json] [NAME...]
 //   dlock [--url URL] [--table T] top [--once] [--json] [--limit N] [--kind K]... [--interval DUR] [NAME...]
-//   dlock [--url URL] [--table T] force-unlock [--semaphore | -s | -x | --read-write] NAME...
+//   dlock [--url URL] [--table T] force-unlock [--semaphore | -s | -x | --read-write | --fair | --election] NAME...
 //   dlock [--url URL] [--table T] init [--print-sql]
 //
 // Exit codes are in exit_codes.hpp and `dlock --help`.
@@ -263,7 +263,16 @@ int main(int argc, char** argv) {
       "-x,--exclusive", force_target.writes, "the names are read-write locks: clear the write hold of each");
   force_cmd->add_flag("--read-write", force_rw, "the names are read-write locks: clear every hold of each (-s and -x)")
       ->excludes(force_sem_opt);
+  auto* force_fair_opt = force_cmd->add_flag(
+      "--fair", force_target.fair, "the names are fair locks: clear the holder of each (its first waiter goes next)");
+  auto* force_election_opt = force_cmd->add_flag("--election", force_target.elections,
+                                                 "the names are elections: end the leadership of each (a candidate "
+                                                 "takes it)");
   force_sem_opt->excludes(force_shared_opt)->excludes(force_exclusive_opt);
+  for (auto* kind : {force_fair_opt, force_election_opt}) {
+    kind->excludes(force_sem_opt)->excludes(force_shared_opt)->excludes(force_exclusive_opt)->excludes("--read-write");
+  }
+  force_fair_opt->excludes(force_election_opt);
   force_cmd->add_flag("--hex", force_hex, "the names are given in hex (the name_hex of status --json)");
 
   bool print_sql = false;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <future>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -317,6 +318,65 @@ TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
   std::tie(out, code) = run(args({"run", "-n", "--fair", "jobs", "sh", "-c", "echo fence=$DLOCK_FENCE"}));
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("fence=3"), std::string::npos) << "holder 1, waiter 2, this run 3: " << out;
+}
+
+TEST_F(Cli, ForceUnlockFairClearsTheHolderAndItsFirstWaiterGoesNext) {
+  Options o = options_;
+  o.machine_id = "fair-holder";
+  DatabaseDistributedLock holder(o);
+  Lock fair = holder.get_fair_lock("stuck", Owner::create());
+  fair.lock();
+  Options w = options_;
+  w.poll_interval = 500ms;  // nothing rings at a forced release: the waiter's poll finds it free
+  DatabaseDistributedLock waiter_client(w);
+  Lock queued = waiter_client.get_fair_lock("stuck", Owner::create());
+  auto waiting = std::async(std::launch::async, [&] { return queued.try_lock_for(20s); });
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::query_scalar("SELECT COUNT(*) FROM `" + o.table +
+                                  "` WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)") == "1";
+      },
+      10s));
+  EXPECT_EQ(run(args({"force-unlock", "stuck"})).second, 1) << "the plain lock of the same name is another";
+
+  auto [out, code] = run(args({"force-unlock", "--fair", "stuck"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cleared fair lock stuck (it was held by fair-holder"), std::string::npos) << out;
+  EXPECT_TRUE(waiting.get()) << "the queued waiter never got the forced fair lock";
+  EXPECT_EQ(queued.fencing_token(), 2u);
+  queued.unlock();
+  fair.unlock();  // found lost; returns normally
+  std::tie(out, code) = run(args({"force-unlock", "--fair", "stuck"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("fair lock stuck was not held"), std::string::npos) << out;
+  EXPECT_EQ(run(args({"force-unlock", "--fair", "--election", "stuck"})).second, 2);
+}
+
+TEST_F(Cli, ForceUnlockElectionEndsTheLeadership) {
+  Options o = options_;
+  o.machine_id = "the-leader";
+  DatabaseDistributedLock leader_client(o);
+  Election e = leader_client.get_election("svc", Owner::create());
+  const std::uint64_t term = e.campaign("v1");
+  const LeaderView before = e.leader();
+  ASSERT_TRUE(before.leader.has_value());
+
+  auto [out, code] = run(args({"force-unlock", "--election", "svc"}));
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cleared election svc (it was held by the-leader"), std::string::npos) << out;
+  const LeaderView after = e.leader();
+  EXPECT_FALSE(after.leader.has_value());
+  EXPECT_GT(after.revision, before.revision) << "observers see the leadership end";
+  DatabaseDistributedLock candidate_client(options_);
+  Election candidate = candidate_client.get_election("svc", Owner::create());
+  const auto next_term = candidate.try_campaign("v2", 10s);
+  ASSERT_TRUE(next_term.has_value()) << "no candidate could take the forced election";
+  EXPECT_GT(*next_term, term);
+  candidate.resign();
+  e.resign();  // found lost; never throws
+  std::tie(out, code) = run(args({"force-unlock", "--election", "svc"}));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("election svc was not held"), std::string::npos) << out;
 }
 
 TEST_F(Cli, RunSharedAndExclusiveHoldTheSidesOfAReadWriteLock) {
