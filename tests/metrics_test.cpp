@@ -259,6 +259,21 @@ TEST(Metrics, AWaitBehindAFixedLeaseWakesAtItsEnd) {
   client.unlock("leased");
 }
 
+TEST(Metrics, AnAsynchronousMultiLockWaitBehindAFixedLeaseWakesAtItsEnd) {
+  const Options o = test::slow_poll(fresh_options());
+  Options quiet = same_table(o);
+  quiet.fast_wakeup = false;  // nothing rings: the lease's end is what wakes it
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock client(quiet);
+  holder.lock("leased-a", 800ms);
+  MultiLock both = client.get_multi_lock({"leased-a", "leased-b"}, Owner::create());
+  EXPECT_TRUE(async_try_lock(both, 10s, asio::use_future).get());
+  const Metrics m = client.metrics();
+  EXPECT_GE(m.wakeups[index(WakeSource::kLeaseEnd)], 1u);
+  EXPECT_EQ(acquisitions(m, MetricKind::kMultiLock, AcquireResult::kAcquired), 1u);
+  async_unlock(both, asio::use_future).get();
+}
+
 TEST(Metrics, ALockWaitTimeoutRetriedIsCountedAsARetryAndEachRunAsAStatement) {
   const Options o = fresh_options();
   DatabaseDistributedLock client(o);

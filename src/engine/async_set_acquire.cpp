@@ -32,6 +32,8 @@ WatchedOperation::Outcome AsyncSetAcquire::run_step() {
   return o;
 }
 
+void AsyncSetAcquire::wait_ran_out() noexcept { engine_.timed_wait_ended(request_.forever, request_.deadline); }
+
 void AsyncSetAcquire::waiting_started() { waiting_.emplace(engine_, request_.names); }
 
 void AsyncSetAcquire::waiting_ended(std::uint64_t value) {

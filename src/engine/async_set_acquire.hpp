@@ -34,6 +34,7 @@ class AsyncSetAcquire final : public WatchedOperation {
   void waiting_started() override;
   void waiting_ended(std::uint64_t value) override;
   void ended(const std::exception_ptr& error, std::uint64_t value) noexcept override;
+  void wait_ran_out() noexcept override;  // a lease-end wake, as the synchronous wait counts it
 
   const SetRequest request_;
   std::optional<Engine::SetWaiting> waiting_;

@@ -67,8 +67,10 @@ void WatchedOperation::park(std::chrono::microseconds wait) {
   if (woken_ || cancelled_flag_) resume();
 }
 
-void WatchedOperation::resume() {
-  if (parked_.exchange(false)) post_step();
+bool WatchedOperation::resume() {
+  if (!parked_.exchange(false)) return false;
+  post_step();
+  return true;
 }
 
 void WatchedOperation::woken() {
@@ -77,7 +79,7 @@ void WatchedOperation::woken() {
 }
 
 void WatchedOperation::expired(std::uint64_t park) {
-  if (park == parks_) resume();
+  if (park == parks_ && resume()) wait_ran_out();
 }
 
 void WatchedOperation::cancel() {
