@@ -202,6 +202,36 @@ TEST(Metrics, TheWatchdogCountsRenewalsAndTheirRoundTrips) {
   client.unlock("renewed");
 }
 
+TEST(Metrics, RenewalsAroundARowLockedByAnotherTransactionAreCountedPerKind) {
+  Options o = fresh_options();
+  o.watchdog_timeout = 6s;  // a renewal tick every 2 s; an unrenewed hold is lost after 6 s
+  DatabaseDistributedLock client(o);
+  client.lock("renewed");
+  client.lock("locked-row");
+  Semaphore sem = client.get_semaphore("sem", 1);
+  Permit p = sem.acquire();
+  auto foreign = details::Connection::open(details::ConnectionSettings::from(o));
+  foreign->execute_plain("START TRANSACTION");
+  (void)foreign->scalar_plain("SELECT state FROM `" + o.table + "` WHERE lock_name = 'locked-row' FOR UPDATE");
+  // Each tick renews the other two around the locked row (the first after
+  // one lock wait); the locked row's hold stays live for its lease.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        const Metrics m = client.metrics();
+        return m.of(MetricKind::kLock).renewals >= 2 && m.of(MetricKind::kSemaphore).renewals >= 2;
+      },
+      20s));
+  const Metrics m = client.metrics();
+  std::uint64_t lost = 0;
+  for (const std::uint64_t n : m.of(MetricKind::kLock).lost) lost += n;
+  EXPECT_EQ(lost, 0u) << "counted only once the locked row's hold was lost";
+  EXPECT_LE(m.of(MetricKind::kLock).renewals, m.of(MetricKind::kSemaphore).renewals + 1)
+      << "the locked row's hold was counted as renewed";
+  foreign->execute_plain("ROLLBACK");
+  client.unlock("locked-row");
+  client.unlock("renewed");
+}
+
 TEST(Metrics, AReleaseInThisClientIsOneLocalWakeUp) {
   Options o = fresh_options();
   DatabaseDistributedLock client(test::slow_poll(o));

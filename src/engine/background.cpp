@@ -84,18 +84,27 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
     auto key = std::make_tuple(row.key.kind, row.key.name, row.hold_id);
     rows.emplace(std::move(key), std::move(row));
   }
-  std::vector<HoldRef> renewed_ones;  // shown live: renewed, unless skipped (the read cannot tell)
+  std::vector<std::pair<std::int64_t, HoldRef>> shown_live;  // with the lease left: renewed, or skipped as locked
   for (auto& r : live) {
     const auto it = rows.find(std::make_tuple(r.key.kind, r.key.name, r.hold_id));
     if (it != rows.end() && it->second.held_by(r.hold_id)) {
-      holds_.extend({r}, read_sent + Micros(std::max<std::int64_t>(0, it->second.ttl_us.value_or(0))));
-      renewed_ones.push_back(r);
+      const std::int64_t ttl_us = std::max<std::int64_t>(0, it->second.ttl_us.value_or(0));
+      holds_.extend({r}, read_sent + Micros(ttl_us));
+      shown_live.emplace_back(ttl_us, r);
     } else {
       note_lost(r.key, r.owner, r.generation, "the watchdog found it taken over, expired or force-unlocked");
     }
   }
-  // Rows skipped as locked were not renewed, and the read cannot tell them apart.
-  if (renewed == renewed_ones.size()) count_renewals(renewed_ones);
+  // The `renewed` rows the statement changed are the ones with the most
+  // lease left: a whole lease from just now, where a row skipped as locked
+  // has what its last renewal, a tick or more ago, gave it.
+  const std::size_t counted = std::min(renewed, shown_live.size());
+  std::partial_sort(shown_live.begin(), shown_live.begin() + static_cast<std::ptrdiff_t>(counted), shown_live.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<HoldRef> renewed_ones;
+  renewed_ones.reserve(counted);
+  for (std::size_t i = 0; i < counted; ++i) renewed_ones.push_back(std::move(shown_live[i].second));
+  count_renewals(renewed_ones);
 }
 
 void Engine::count_renewals(const std::vector<HoldRef>& renewed) {
