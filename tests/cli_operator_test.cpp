@@ -258,27 +258,39 @@ TEST_F(Cli, RunWithPermitsHoldsOneSemaphorePermit) {
   EXPECT_EQ(code, 1) << "nothing to free: " << out;
 }
 
-TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
-  Options o = options_;
-  o.machine_id = "fair-holder";
-  DatabaseDistributedLock holder(o);
-  Lock fair = holder.get_fair_lock("jobs", Owner::create());
-  fair.lock();
-  // A waiter in another client queues behind the holder.
-  Options w = options_;
-  w.machine_id = "fair-waiter";
-  DatabaseDistributedLock waiter_client(w);
-  Lock queued = waiter_client.get_fair_lock("jobs", Owner::create());
-  std::thread waiter([&] {
-    if (queued.try_lock_for(std::chrono::seconds(20))) queued.unlock();
-  });
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        return test::query_scalar("SELECT COUNT(*) FROM `" + o.table +
-                                  "` WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)") == "1";
-      },
-      std::chrono::seconds(10)));
+// Fair lock `name` held by a client labelled fair-holder, and an owner of a
+// client labelled fair-waiter queued behind it (waiting up to 20 s).
+struct QueuedFairLock {
+  QueuedFairLock(const Options& base, const std::string& name, std::chrono::milliseconds waiter_poll)
+      : holder(labelled(base, "fair-holder", base.poll_interval)),
+        held(holder.get_fair_lock(name, Owner::create())),
+        waiter(labelled(base, "fair-waiter", waiter_poll)),
+        queued(waiter.get_fair_lock(name, Owner::create())) {
+    held.lock();
+    waiting = std::async(std::launch::async, [this] { return queued.try_lock_for(20s); });
+    queued_now = test::wait_until(
+        [&] {
+          return test::query_scalar("SELECT COUNT(*) FROM `" + base.table +
+                                    "` WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)") == "1";
+        },
+        10s);
+  }
+  static Options labelled(Options o, const std::string& label, std::chrono::milliseconds poll) {
+    o.machine_id = label;
+    o.poll_interval = poll;
+    return o;
+  }
+  DatabaseDistributedLock holder;
+  Lock held;
+  DatabaseDistributedLock waiter;
+  Lock queued;
+  std::future<bool> waiting;
+  bool queued_now = false;
+};
 
+TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
+  QueuedFairLock jobs(options_, "jobs", options_.poll_interval);
+  ASSERT_TRUE(jobs.queued_now);
   // A try neither overtakes the waiter nor touches the plain lock "jobs".
   auto [out, code] = run(args({"run", "-n", "--fair", "jobs", "true"}));
   EXPECT_EQ(code, 1) << out;
@@ -311,8 +323,9 @@ TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
     }
   }
   EXPECT_TRUE(held && waiting) << out;
-  fair.unlock();  // granted to the waiter
-  waiter.join();
+  jobs.held.unlock();  // granted to the waiter
+  EXPECT_TRUE(jobs.waiting.get());
+  jobs.queued.unlock();
 
   // Once nobody waits, --fair runs the command with the fair lock's token.
   std::tie(out, code) = run(args({"run", "-n", "--fair", "jobs", "sh", "-c", "echo fence=$DLOCK_FENCE"}));
@@ -321,31 +334,18 @@ TEST_F(Cli, RunFairHoldsAFairLockAndStatusShowsItsQueue) {
 }
 
 TEST_F(Cli, ForceUnlockFairClearsTheHolderAndItsFirstWaiterGoesNext) {
-  Options o = options_;
-  o.machine_id = "fair-holder";
-  DatabaseDistributedLock holder(o);
-  Lock fair = holder.get_fair_lock("stuck", Owner::create());
-  fair.lock();
-  Options w = options_;
-  w.poll_interval = 500ms;  // nothing rings at a forced release: the waiter's poll finds it free
-  DatabaseDistributedLock waiter_client(w);
-  Lock queued = waiter_client.get_fair_lock("stuck", Owner::create());
-  auto waiting = std::async(std::launch::async, [&] { return queued.try_lock_for(20s); });
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        return test::query_scalar("SELECT COUNT(*) FROM `" + o.table +
-                                  "` WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)") == "1";
-      },
-      10s));
+  // Nothing rings at a forced release: the waiter's poll finds it free.
+  QueuedFairLock stuck(options_, "stuck", 500ms);
+  ASSERT_TRUE(stuck.queued_now);
   EXPECT_EQ(run(args({"force-unlock", "stuck"})).second, 1) << "the plain lock of the same name is another";
 
   auto [out, code] = run(args({"force-unlock", "--fair", "stuck"}));
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("cleared fair lock stuck (it was held by fair-holder"), std::string::npos) << out;
-  EXPECT_TRUE(waiting.get()) << "the queued waiter never got the forced fair lock";
-  EXPECT_EQ(queued.fencing_token(), 2u);
-  queued.unlock();
-  fair.unlock();  // found lost; returns normally
+  EXPECT_TRUE(stuck.waiting.get()) << "the queued waiter never got the forced fair lock";
+  EXPECT_EQ(stuck.queued.fencing_token(), 2u);
+  stuck.queued.unlock();
+  stuck.held.unlock();  // found lost; returns normally
   std::tie(out, code) = run(args({"force-unlock", "--fair", "stuck"}));
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("fair lock stuck was not held"), std::string::npos) << out;

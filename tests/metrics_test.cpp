@@ -181,6 +181,17 @@ TEST(Metrics, ALostHoldIsCountedOnceUnderItsCause) {
   other.unlock("taken");
 }
 
+// Whether the client's lock holds and permits have each been renewed `times`
+// times within `timeout`.
+bool lock_and_permit_renewed(DatabaseDistributedLock& client, std::uint64_t times, std::chrono::milliseconds timeout) {
+  return wait_until(
+      [&] {
+        const Metrics m = client.metrics();
+        return m.of(MetricKind::kLock).renewals >= times && m.of(MetricKind::kSemaphore).renewals >= times;
+      },
+      timeout);
+}
+
 TEST(Metrics, TheWatchdogCountsRenewalsAndTheirRoundTrips) {
   Options o = fresh_options();
   o.watchdog_timeout = 600ms;  // a renewal every 200 ms
@@ -188,12 +199,7 @@ TEST(Metrics, TheWatchdogCountsRenewalsAndTheirRoundTrips) {
   client.lock("renewed");
   Semaphore sem = client.get_semaphore("sem", 1);
   Permit p = sem.acquire();
-  EXPECT_TRUE(wait_until(
-      [&] {
-        const Metrics m = client.metrics();
-        return m.of(MetricKind::kLock).renewals >= 3 && m.of(MetricKind::kSemaphore).renewals >= 3;
-      },
-      10s));
+  EXPECT_TRUE(lock_and_permit_renewed(client, 3, 10s));
   const Metrics m = client.metrics();
   EXPECT_GE(m.renewal_seconds.count, 3u);
   EXPECT_GT(m.renewal_seconds.sum, 0.0);
@@ -215,12 +221,7 @@ TEST(Metrics, RenewalsAroundARowLockedByAnotherTransactionAreCountedPerKind) {
   (void)foreign->scalar_plain("SELECT state FROM `" + o.table + "` WHERE lock_name = 'locked-row' FOR UPDATE");
   // Each tick renews the other two around the locked row (the first after
   // one lock wait); the locked row's hold stays live for its lease.
-  EXPECT_TRUE(wait_until(
-      [&] {
-        const Metrics m = client.metrics();
-        return m.of(MetricKind::kLock).renewals >= 2 && m.of(MetricKind::kSemaphore).renewals >= 2;
-      },
-      20s));
+  EXPECT_TRUE(lock_and_permit_renewed(client, 2, 20s));
   const Metrics m = client.metrics();
   std::uint64_t lost = 0;
   for (const std::uint64_t n : m.of(MetricKind::kLock).lost) lost += n;
@@ -275,7 +276,7 @@ TEST(Metrics, AReleaseElsewhereIsOneBellWakeUpOrAPollOne) {
   EXPECT_EQ(woke(WakeSource::kLocal), 0u);
 }
 
-TEST(Metrics, AWaitBehindAFixedLeaseWakesAtItsEnd) {
+TEST(Metrics, AWaitBehindAFixedLeaseWakesAtItsEndSynchronousOrNot) {
   const Options o = test::slow_poll(fresh_options());
   Options quiet = same_table(o);
   quiet.fast_wakeup = false;  // nothing rings: the lease's end is what wakes it
@@ -283,23 +284,17 @@ TEST(Metrics, AWaitBehindAFixedLeaseWakesAtItsEnd) {
   DatabaseDistributedLock client(quiet);
   holder.lock("leased", 800ms);
   EXPECT_TRUE(client.try_lock("leased", 10s));
-  const Metrics m = client.metrics();
-  EXPECT_GE(m.wakeups[index(WakeSource::kLeaseEnd)], 1u);
+  Metrics m = client.metrics();
+  const std::uint64_t lease_ends = m.wakeups[index(WakeSource::kLeaseEnd)];
+  EXPECT_GE(lease_ends, 1u);
   EXPECT_EQ(acquisitions(m, MetricKind::kLock, AcquireResult::kAcquired), 1u);
   client.unlock("leased");
-}
-
-TEST(Metrics, AnAsynchronousMultiLockWaitBehindAFixedLeaseWakesAtItsEnd) {
-  const Options o = test::slow_poll(fresh_options());
-  Options quiet = same_table(o);
-  quiet.fast_wakeup = false;  // nothing rings: the lease's end is what wakes it
-  DatabaseDistributedLock holder(o);
-  DatabaseDistributedLock client(quiet);
+  // The same wait, asynchronous and for a set of names.
   holder.lock("leased-a", 800ms);
   MultiLock both = client.get_multi_lock({"leased-a", "leased-b"}, Owner::create());
   EXPECT_TRUE(async_try_lock(both, 10s, asio::use_future).get());
-  const Metrics m = client.metrics();
-  EXPECT_GE(m.wakeups[index(WakeSource::kLeaseEnd)], 1u);
+  m = client.metrics();
+  EXPECT_GT(m.wakeups[index(WakeSource::kLeaseEnd)], lease_ends);
   EXPECT_EQ(acquisitions(m, MetricKind::kMultiLock, AcquireResult::kAcquired), 1u);
   async_unlock(both, asio::use_future).get();
 }
