@@ -67,10 +67,8 @@ void WatchedOperation::park(std::chrono::microseconds wait) {
   if (woken_ || cancelled_flag_) resume();
 }
 
-bool WatchedOperation::resume() {
-  if (!parked_.exchange(false)) return false;
-  post_step();
-  return true;
+void WatchedOperation::resume() {
+  if (parked_.exchange(false)) post_step();
 }
 
 void WatchedOperation::woken() {
@@ -79,7 +77,11 @@ void WatchedOperation::woken() {
 }
 
 void WatchedOperation::expired(std::uint64_t park) {
-  if (park == parks_ && resume()) wait_ran_out();
+  if (park != parks_ || !parked_.exchange(false)) return;
+  // Counted before the step is posted: once it is, the operation may end
+  // and the client go.
+  wait_ran_out();
+  post_step();
 }
 
 void WatchedOperation::cancel() {

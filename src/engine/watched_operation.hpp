@@ -79,8 +79,8 @@ class WatchedOperation : public WaiterRegistry::Watcher,
   // Once, as it ends (after waiting_ended, before the completion), with
   // what the completion gets; whether it was cancelled is in `error`.
   virtual void ended(const std::exception_ptr& /*error*/, std::uint64_t /*value*/) noexcept {}
-  // A park ended by its time, not by a wake (any thread; the next step is
-  // posted already).
+  // A park ended by its time, not by a wake (any thread; just before the
+  // next step is posted).
   virtual void wait_ran_out() noexcept {}
 
   Engine& engine_;
@@ -89,7 +89,7 @@ class WatchedOperation : public WaiterRegistry::Watcher,
  private:
   void step();
   void park(std::chrono::microseconds wait);
-  bool resume();  // the parked operation, once: true for the call that resumed it
+  void resume();  // the parked operation, once
   void post_step();
   void finish(std::exception_ptr error, std::uint64_t value);
   std::exception_ptr cancelled_error() const;
