@@ -59,6 +59,13 @@ Millis saturating_wait(const std::chrono::duration<Rep, Period>& wait) {
   if (ms >= 1e15L) return Millis::max();  // about 31,700 years
   return Millis(static_cast<Millis::rep>(std::ceil(ms)));
 }
+// The wait left until `deadline` on `Clock`, as saturating_wait gives it.
+// The difference is taken in floating point, so no deadline overflows.
+template <class Clock, class Duration>
+Millis saturating_wait_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+  using Ms = std::chrono::duration<long double, std::milli>;
+  return saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch()));
+}
 }  // namespace details
 
 class DLOCK_API Lock {
@@ -90,8 +97,7 @@ class DLOCK_API Lock {
   // taken in floating point, so no deadline overflows.
   template <class Clock, class Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    using Ms = std::chrono::duration<long double, std::milli>;
-    return try_lock_waiting(details::saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch())));
+    return try_lock_waiting(details::saturating_wait_until(deadline));
   }
   void unlock();
   // Releases one hold like unlock(). When that ends the owner's last hold,

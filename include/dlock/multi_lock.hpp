@@ -91,8 +91,7 @@ class DLOCK_API MultiLock {
   }
   template <class Clock, class Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    using Ms = std::chrono::duration<long double, std::milli>;
-    return try_lock_waiting(details::saturating_wait(Ms(deadline.time_since_epoch()) - Ms(Clock::now().time_since_epoch())));
+    return try_lock_waiting(details::saturating_wait_until(deadline));
   }
   // Releases one hold of every name. NotHeldError, before any SQL and
   // releasing nothing, when the owner lacks a hold on one of them. Never
