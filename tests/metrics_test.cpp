@@ -313,7 +313,8 @@ TEST(Metrics, ALockWaitTimeoutRetriedIsCountedAsARetryAndEachRunAsAStatement) {
   foreign->execute_plain("START TRANSACTION");
   (void)foreign->scalar_plain("SELECT state FROM `" + o.table + "` WHERE lock_name = 'row' FOR UPDATE");
   std::thread release([&] {
-    std::this_thread::sleep_for(1500ms);  // after the first lock wait timed out
+    // Once the first lock wait has timed out (its retry is counted before it runs).
+    (void)wait_until([&] { return counters->snapshot().retries_lock_wait_timeout >= 1; }, 20s);
     foreign->execute_plain("ROLLBACK");
   });
   const details::CallBudget budget(10s);
