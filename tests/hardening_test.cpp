@@ -401,12 +401,15 @@ TEST_F(ForeignLock, ATakeChosenAsADeadlockVictimRunsAgainAndAcquires) {
   auto taking = std::async(std::launch::async, [&] { return both.try_lock_for(20s); });
   // The take holds dl-a and waits for dl-b; now the other way round closes
   // the cycle, and the take is rolled back, which lets this read through.
+  // Seen as an UPDATE of this table running for over 0.1 s (the processlist,
+  // not INNODB_LOCK_WAITS: the server refreshes that only after 0.1 s
+  // without a read, which tests polling at once prevent).
   const auto lock_waits = [&] {
-    return test::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_LOCKS l ON"
-        " l.lock_id = w.requested_lock_id WHERE l.lock_table LIKE '%" + options_.table + "%'");
+    return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Updating' AND"
+                              " TIME_MS > 100 AND INFO LIKE 'UPDATE%' AND LOCATE('`" +
+                              options_.table + "`', INFO) > 0");
   };
-  ASSERT_TRUE(test::wait_until([&] { return lock_waits() == "1"; }, 5s)) << "the take never waited for dl-b";
+  ASSERT_TRUE(test::wait_until([&] { return lock_waits() == "1"; }, 10s)) << "the take never waited for dl-b";
   EXPECT_NO_THROW(lock_foreign("dl-a")) << "the server rolled back the other transaction, not the take";
   EXPECT_EQ(taking.wait_for(300ms), std::future_status::timeout) << "the take ended while both rows were locked";
   release();  // rolls back the inserted rows too
