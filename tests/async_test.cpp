@@ -309,10 +309,15 @@ TEST(Async, PendingWaitsHoldNoThreadAndAllGetTheLockInTurn) {
   const Options o = fresh_options();
   DatabaseDistributedLock holder(o);
   holder.lock("many");
-  DatabaseDistributedLock client(same_table(o));
+  // One wake-up connection: a bell watch still ending after the warm-up
+  // below would otherwise let the next watch start a second one (up to
+  // wakeup_connections threads are part of the client's fixed set).
+  Options c = same_table(o);
+  c.wakeup_connections = 1;
+  DatabaseDistributedLock client(c);
   // The first asynchronous call starts the client's workers, and the first
-  // wait on a holder elsewhere its doorbell connection: both are part of
-  // the client's fixed set of threads.
+  // wait on a holder elsewhere its wake-up connection's thread: both are
+  // part of the client's fixed set of threads.
   EXPECT_FALSE(async_try_lock(client.get_lock("many", Owner::create()), 100ms, asio::use_future).get());
   const std::size_t threads_before = thread_count();
   constexpr int kWaiters = 200;
