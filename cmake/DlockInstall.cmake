@@ -1,8 +1,8 @@
 # Install rules: headers, the library, the exported target dlock::dlock, a
 # package config so consumers can `find_package(dlock CONFIG)`, and dlock.pc
-# (with the adapter, dlock-prometheus.pc) for pkg-config; all in the `dev` component (the libdlock-dev package of
-# cmake/DlockPackaging.cmake). The command is the `cli` component
-# (cli/CMakeLists.txt).
+# (with the adapter, dlock-prometheus.pc) for pkg-config; all in the `dev`
+# component (the libdlock-dev package of cmake/DlockPackaging.cmake). The
+# command is the `cli` component (cli/CMakeLists.txt).
 include(CMakePackageConfigHelpers)
 
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
