@@ -244,7 +244,8 @@ TEST(Async, CancelOwnerEndsItsPendingWaitsOnly) {
   async_lock(client.get_lock("cancel", a), [&](std::exception_ptr e) { a_done.set_value(e); });
   auto b_future = b_done.get_future();
   async_lock(client.get_lock("cancel", b), [&](std::exception_ptr e) { b_done.set_value(e); });
-  std::this_thread::sleep_for(200ms);  // let both park (cancel also works before)
+  // Both parked (cancel also works before; this covers a parked wait).
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kLock, 2));
   client.cancel(a);
   auto a_future = a_done.get_future();
   ASSERT_EQ(a_future.wait_for(10s), std::future_status::ready);
@@ -268,7 +269,7 @@ TEST(Async, DestroyingTheClientCancelsPendingWaits) {
   for (int i = 0; i < 5; ++i) {
     waits.push_back(async_try_lock(client->get_lock("shutdown", Owner::create()), 60s, asio::use_future));
   }
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(test::wait_for_waiters(*client, MetricKind::kLock, 5));
   const auto start = std::chrono::steady_clock::now();
   client.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);

@@ -133,10 +133,8 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
   held.lock();
   const std::uint64_t fence_before = held.fencing_token();
   std::promise<std::uint64_t> waiter_fence;
-  std::atomic<bool> waiter_waiting{false};
   std::jthread waiter([&] {
     auto lock = waiter_client.get_lock("held");
-    waiter_waiting = true;
     bool got = false;
     try {
       got = lock.try_lock_for(90s);
@@ -146,8 +144,8 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
     waiter_fence.set_value(got ? lock.fencing_token() : 0);
     if (got) lock.unlock();
   });
-  ASSERT_TRUE(test::wait_until([&] { return waiter_waiting.load(); }, 5s));
-  std::this_thread::sleep_for(300ms);  // let it arm its doorbell on node 1
+  // Refused once: it watches the holder's doorbell on node 1.
+  ASSERT_TRUE(test::wait_for_waiters(waiter_client, MetricKind::kLock, 1));
 
   const auto killed = Clock::now();
   ASSERT_TRUE(cluster("kill 1"));
@@ -222,16 +220,14 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
     mine.lock();
     std::promise<Clock::time_point> got;
     auto got_at = got.get_future();
-    std::atomic<bool> started{false};
     std::jthread other([&] {
       auto theirs = waiter_client.get_lock("after-move");
-      started = true;
       const bool ok = theirs.try_lock_for(30s);
       got.set_value(ok ? Clock::now() : Clock::time_point{});
       if (ok) theirs.unlock();
     });
-    ASSERT_TRUE(test::wait_until([&] { return started.load(); }, 5s));
-    std::this_thread::sleep_for(300ms);  // refused, and watching the doorbell
+    // Refused, and watching the doorbell.
+    ASSERT_TRUE(test::wait_for_waiters(waiter_client, MetricKind::kLock, 1));
     const auto released_at = Clock::now();
     mine.unlock();
     const auto at = got_at.get();

@@ -61,20 +61,24 @@ TEST(Concurrency, ThirtyThreadsRacingForABrandNewNameYieldOneWinner) {
     std::atomic<int> winners{0};
     std::atomic<std::uint64_t> fence{0};
     std::atomic<int> errors{0};
+    std::atomic<int> tried{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         auto& client = *clients[t % clients.size()];
         start.arrive_and_wait();
         try {
-          if (client.try_lock(name)) {
+          const bool got = client.try_lock(name);
+          ++tried;
+          if (got) {
             ++winners;
             fence = client.fencing_token(name);
             // Hold until every thread has tried.
-            std::this_thread::sleep_for(300ms);
+            EXPECT_TRUE(test::wait_until([&] { return tried.load() == kThreads; }, 60s));
             client.unlock(name);
           }
         } catch (const std::exception&) {
+          ++tried;
           ++errors;
         }
       });

@@ -58,13 +58,13 @@ std::uint64_t row_fence(const Options& o, const std::string& name) {
   return std::stoull(query_scalar("SELECT fence FROM " + o.table + " WHERE lock_name = '" + name + "'"));
 }
 
-// Waits until `client` has a waiter parked or blocked on `name`: the
-// handoff needs one that is waiting, not one between attempts.
+// Waits until `client` has a waiter parked on `name`: the handoff needs one
+// that is waiting, not one between attempts (it subscribes before its
+// first attempt, and parks once refused).
 void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().has(details::NameKeyView{details::Kind::kLock, name}); }, 10s));
-  // Subscribed before its first attempt: give the refused attempt time to
-  // end and the waiter to park (the handoff falls back to a wake if not).
-  std::this_thread::sleep_for(100ms);
+  const auto& waiters = details::ClientAccess::of(client).waiters();
+  ASSERT_TRUE(wait_until(
+      [&] { return waiters.has(details::NameKeyView{details::Kind::kLock, name}) && waiters.parked() >= 1; }, 10s));
 }
 
 // A thread that waits up to `wait` for `name` as `owner` of `client`. It
@@ -421,7 +421,8 @@ TEST(Handoff, AChainEndsAfterItsBoundAndTheClientHoldsBackItsOwnTakes) {
   ASSERT_EQ(handoffs(client), 1u);
   ASSERT_TRUE(b_lock.is_held_by_current_thread());
   Waiter a_waits(client, "c", a, 20s);
-  wait_for_waiter(client, "c");  // more than 50 ms after the chain began
+  wait_for_waiter(client, "c");
+  std::this_thread::sleep_for(60ms);  // past the chain's 50 ms
   const auto t0 = Clock::now();
   b_lock.unlock();  // ends the chain: frees the row, a takes it itself
   const auto got = a_waits.outcome(10s);

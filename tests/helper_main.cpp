@@ -33,8 +33,10 @@
 //       read-modify-write of the counter row, unlock. Prints "done", or
 //       "timeout ROUND" / "partial ROUND HELD" and exits 1.
 //   dlock_test_helper URL wait NAME WAIT_MS
-//       try_lock(NAME, WAIT_MS); prints "acquired FENCE MS" or "timeout MS"
-//       (milliseconds waited), releases and exits.
+//       try_lock(NAME, WAIT_MS); prints "waiting" once it has been refused
+//       (so a release from then on is one it must be woken by), then
+//       "acquired FENCE MS" or "timeout MS" (milliseconds waited), releases
+//       and exits.
 //   dlock_test_helper URL campaign NAME VALUE
 //       campaigns with VALUE; prints "leader TERM", then holds until killed.
 //   dlock_test_helper URL campaign-for NAME VALUE MS
@@ -53,6 +55,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -249,7 +252,19 @@ int main(int argc, char** argv) {
     }
     if (command == "wait" && argc == 5) {
       const auto start = std::chrono::steady_clock::now();
+      std::atomic<bool> ended{false};
+      std::thread announce([&] {
+        while (!ended) {
+          if (client.metrics().of(dlock::MetricKind::kLock).waiting >= 1) {
+            std::cout << "waiting" << std::endl;
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      });
       const bool ok = client.try_lock(name, dlock::Millis(std::stol(argv[4])));
+      ended = true;
+      announce.join();
       const auto waited =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
       if (ok) {

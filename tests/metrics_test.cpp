@@ -253,15 +253,18 @@ TEST(Metrics, AReleaseInThisClientIsOneLocalWakeUp) {
 TEST(Metrics, AReleaseElsewhereIsOneBellWakeUpOrAPollOne) {
   const Options o = fresh_options();
   DatabaseDistributedLock holder(o);
-  DatabaseDistributedLock client(same_table(o));  // polls every 200 ms
+  const Options w = test::as_private_account(same_table(o));
+  DatabaseDistributedLock client(w);  // polls every 200 ms
   holder.lock("elsewhere");
   std::thread waiter([&] {
     client.lock("elsewhere");
     client.unlock("elsewhere");
   });
   ASSERT_TRUE(wait_until([&] { return client.metrics().of(MetricKind::kLock).waiting == 1; }, 5s));
-  // With fast wake-up the waiter watches the holder's bell; give it time to.
-  if (test::fast_wakeup_enabled()) std::this_thread::sleep_for(300ms);
+  // With fast wake-up the waiter watches the holder's bell.
+  if (test::fast_wakeup_enabled()) {
+    ASSERT_TRUE(wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s));
+  }
   const Metrics before = client.metrics();
   holder.unlock("elsewhere");
   waiter.join();

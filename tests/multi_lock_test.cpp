@@ -151,9 +151,8 @@ TEST(MultiLock, WakesAtAReleaseInAnotherClient) {
     const bool had = set.try_lock_for(25s);
     return std::make_pair(had, Clock::now());
   });
-  // Give the waiter time to arm its bell; the outcome does not depend on it
-  // beyond the 30 s poll the assertion rules out.
-  std::this_thread::sleep_for(300ms);
+  // Refused once: it watches the holder's bell.
+  ASSERT_TRUE(test::wait_for_waiters(a, MetricKind::kMultiLock, 1));
   const auto released = Clock::now();
   b.unlock("y");
   const auto [had, at] = waited.get();

@@ -57,7 +57,7 @@ TEST(Processes, WaiterInAnotherProcessGetsTheLockAfterRelease) {
   client.lock("xproc");
   const auto fence = client.fencing_token("xproc");
   ChildProcess waiter(test::helper_path(), {url_for(options), "wait", "xproc", "20000"});
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(waiter.wait_for_line("waiting", 15s).has_value()) << "the waiter was never refused";
   client.unlock("xproc");
   const auto line = waiter.wait_for_line("", 15s);
   ASSERT_TRUE(line.has_value());

@@ -369,7 +369,7 @@ TEST(ReadWriteLock, ALocalReleaseWakesTheOtherSideAtOnce) {
     if (got) rw.unlock();
     return std::make_pair(got, Clock::now() - t0);
   });
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kWrite, 1));
   rw.unlock_shared();
   const auto [got, waited] = writer.get();
   EXPECT_TRUE(got);
@@ -381,7 +381,7 @@ TEST(ReadWriteLock, ALocalReleaseWakesTheOtherSideAtOnce) {
     if (ok) rw.unlock_shared();
     return std::make_pair(ok, Clock::now() - t0);
   });
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kRead, 1));
   rw.unlock();
   const auto [ok, read_wait] = reader.get();
   EXPECT_TRUE(ok);
@@ -401,7 +401,7 @@ TEST(ReadWriteLock, AReleaseInAnotherClientWakesTheOtherSideAtTheRelease) {
     // A writer waiting for a reader elsewhere.
     h.lock_shared();
     std::thread release_read([&] {
-      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(test::wait_for_waiters(waiter, MetricKind::kWrite, 1));
       h.unlock_shared();
     });
     auto t0 = Clock::now();
@@ -413,7 +413,7 @@ TEST(ReadWriteLock, AReleaseInAnotherClientWakesTheOtherSideAtTheRelease) {
     // A reader waiting for a writer elsewhere.
     h.lock();
     std::thread release_write([&] {
-      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(test::wait_for_waiters(waiter, MetricKind::kRead, 1));
       h.unlock();
     });
     t0 = Clock::now();
@@ -510,7 +510,7 @@ TEST(ReadWriteLock, AsyncOperationsOnBothSides) {
       },
       asio::detached);
   std::thread runner([&] { io.run(); });
-  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(test::wait_for_waiters(client, MetricKind::kWrite, 1));
   EXPECT_FALSE(wrote.load()) << "wrote while another client read";
   theirs.unlock_shared();
   runner.join();
@@ -527,7 +527,9 @@ TEST(ReadWriteLock, CancelByOwnerEndsWaitsOnBothSides) {
   ReadWriteLock mine = client.get_read_write_lock("cancel", owner);
   auto read_wait = async_lock(mine.read_lock(), asio::use_future);
   auto write_wait = async_try_lock(mine.write_lock(), 60s, asio::use_future);
-  std::this_thread::sleep_for(200ms);
+  // Both parked (cancel also works before; this covers parked waits).
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kRead, 1));
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kWrite, 1));
   client.cancel(owner);
   EXPECT_THROW(read_wait.get(), Cancelled);
   EXPECT_THROW(write_wait.get(), Cancelled);

@@ -112,8 +112,10 @@ TEST(Semaphore, TryAcquireRulesAndALocalReleaseWakesAWaiterAtOnce) {
   EXPECT_GE(Clock::now() - t0, 300ms) << "never empty before the wait has passed";
 
   std::thread releaser([&] {
-    std::this_thread::sleep_for(200ms);
-    first.release();  // from another thread: permits belong to the client
+    // Once the acquire below waits; from another thread: permits belong to
+    // the client.
+    EXPECT_TRUE(test::wait_for_waiters(client, MetricKind::kSemaphore, 1));
+    first.release();
   });
   const auto t1 = Clock::now();
   std::optional<Permit> third = s.try_acquire(30s);
@@ -322,7 +324,8 @@ TEST(Semaphore, AReleaseInAnotherClientWakesAWaiterAtTheRelease) {
   for (int round = 0; round < 5; ++round) {
     Permit held = hs.acquire();
     std::thread t([&] {
-      std::this_thread::sleep_for(300ms);  // the waiter is refused and watches the doorbell
+      // Once the waiter is refused (it then watches the holder's bell).
+      EXPECT_TRUE(test::wait_for_waiters(waiter, MetricKind::kSemaphore, 1));
       held.release();
     });
     const auto t0 = Clock::now();
@@ -381,7 +384,7 @@ TEST(Semaphore, AsyncAcquireWithFutureCallbackAndCoroutine) {
       },
       asio::detached);
   std::thread runner([&] { io.run(); });
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(test::wait_for_waiters(client, MetricKind::kSemaphore, 1));  // parked
   EXPECT_FALSE(got.load());
   a.release();
   runner.join();

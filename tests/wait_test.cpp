@@ -60,8 +60,8 @@ TEST(Wait, WaiterInSameClientWakesPromptlyOnRelease) {
     acquired_at.set_value(Clock::now());
     client.unlock("local");
   });
-  // Let the waiter park (it subscribes, fails, and sleeps up to the TTL).
-  std::this_thread::sleep_for(300ms);
+  // The waiter parks (it subscribes, is refused, and sleeps up to the TTL).
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kLock, 1));
   const auto released_at = Clock::now();
   client.unlock("local");
   auto future = acquired_at.get_future();
@@ -83,7 +83,7 @@ TEST(Wait, WaiterInAnotherClientWakesWithinThePollInterval) {
     acquired_at.set_value(Clock::now());
     b.unlock("remote");
   });
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(test::wait_for_waiters(b, MetricKind::kLock, 1));
   const auto released_at = Clock::now();
   a.unlock("remote");
   auto future = acquired_at.get_future();
@@ -105,7 +105,7 @@ TEST(Wait, ForceUnlockWakesALocalWaiter) {
     acquired_at.set_value(Clock::now());
     client.unlock("forced");
   });
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kLock, 1));
   const auto forced_at = Clock::now();
   ASSERT_TRUE(client.force_unlock("forced"));
   auto future = acquired_at.get_future();

@@ -46,7 +46,7 @@ void expect_bounded_waiting_load(bool holder_has_doorbell) {
     if (ok) waiter.unlock("load");
     return ok;
   });
-  std::this_thread::sleep_for(1s);  // parked
+  ASSERT_TRUE(test::wait_for_waiters(waiter, MetricKind::kLock, 1));  // parked
   const double rate = statements_per_second_while(3s);
   std::printf("waiting load (%s): %.2f statements/s\n", holder_has_doorbell ? "doorbell holder" : "no doorbell", rate);
   // 4 polls + a doorbell wait every 4 s (io_timeout 5 s), with room for the

@@ -71,22 +71,6 @@ std::string next_bell(const std::string& bell) {
   return bell.substr(0, colon + 1) + std::to_string(std::stoull(bell.substr(colon + 1)) + 1);
 }
 
-// `o` signed in as an account of the running test's own, so the sessions of
-// the client built from it can be told apart in PROCESSLIST.
-Options as_private_account(Options o) {
-  o.user = test::private_account();
-  o.password = test::private_account_password;
-  return o;
-}
-
-// Sessions of `o.user` (a private account), optionally only those blocked in
-// a doorbell wait.
-int sessions_of(const Options& o, bool only_doorbell_waits = false) {
-  return std::stoi(test::query_scalar(
-      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + o.user + "'" +
-      (only_doorbell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'" : "")));
-}
-
 // Hooks for a BellWatcher of a test's own: counts rings, every key is
 // waited for, interrupts with KILL QUERY, and a lock waiter is blocked by
 // locks.
@@ -165,7 +149,7 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
-  const Options waiter_options = as_private_account(same_table(o));
+  const Options waiter_options = test::as_private_account(same_table(o));
   DatabaseDistributedLock waiter(waiter_options);
   for (int round = 0; round < 3; ++round) {
     holder.lock("ring");
@@ -178,7 +162,7 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
       return std::make_tuple(ok, after_release, at);
     });
     // The waiter is parked (refused, blocked on the doorbell) before the release.
-    ASSERT_TRUE(test::wait_until([&] { return sessions_of(waiter_options, true) == 1; }, 15s));
+    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(waiter_options, true) == 1; }, 15s));
     released = true;
     const auto released_at = Clock::now();
     holder.unlock("ring");
@@ -226,7 +210,7 @@ TEST(FastWakeup, HolderWithoutDoorbellLeavesTheWaiterToThePoll) {
   holder.lock("silent");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "silent", released);
-  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(test::wait_for_waiters(waiter, MetricKind::kLock, 1));
   released = true;
   holder.unlock("silent");
   EXPECT_TRUE(waited.get());
@@ -237,17 +221,19 @@ TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
   Options o = wakeup_options();
   o.poll_interval = 300ms;
   DatabaseDistributedLock holder(o);
-  DatabaseDistributedLock waiter(same_table(o));
+  const Options w = test::as_private_account(same_table(o));
+  DatabaseDistributedLock waiter(w);
   holder.lock("cut");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "cut", released);
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "not on the bell";
   // The holder's pooled session dies: its doorbell goes with it and rings
   // the waiter, whose attempt must still be refused.
   const std::string session = doorbell_holder(o, "cut");
   ASSERT_NE(session, "");
   test::execute_sql("KILL CONNECTION " + session);
-  std::this_thread::sleep_for(700ms);
+  ASSERT_TRUE(test::wait_until([&] { return waiter.metrics().wakeups[index(WakeSource::kBell)] >= 1; }, 10s))
+      << "the dead session's bell did not ring";
   EXPECT_TRUE(holder.is_held_by_current_thread("cut"));
   EXPECT_EQ(waiter.hold_count("cut"), 0);
   released = true;
@@ -289,7 +275,7 @@ TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
   Options h = same_table(o);
   h.pool_size = 1;  // both holds on one session
   DatabaseDistributedLock holder(h);
-  const Options w = as_private_account(same_table(o));
+  const Options w = test::as_private_account(same_table(o));
   DatabaseDistributedLock waiter(w);
   holder.lock("one");
   holder.lock("two");
@@ -314,7 +300,7 @@ TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
   // The waiter on "two", woken by that ring for nothing, blocks on the
   // session's next bell (else it found the old one free and is left to the
   // poll).
-  EXPECT_TRUE(test::wait_until([&] { return sessions_of(w, true) == 1; }, 15s)) << "not blocked on a bell";
+  EXPECT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "not blocked on a bell";
   released_two = true;
   const auto released_at = Clock::now();
   holder.unlock("two");
@@ -337,7 +323,7 @@ TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
   for (const auto& n : names) {
     waits.push_back(acquire_after_release(waiter, n, released));
   }
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(test::wait_for_waiters(waiter, MetricKind::kLock, names.size()));
   released = true;
   for (const auto& n : names) holder.unlock(n);
   for (auto& f : waits) EXPECT_TRUE(f.get());
@@ -347,7 +333,7 @@ TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();  // 60 s poll; a doorbell wait lasts up to 4 s
   DatabaseDistributedLock holder(o);
-  Options w = same_table(o);
+  Options w = test::as_private_account(same_table(o));
   w.wakeup_connections = 1;
   DatabaseDistributedLock waiter(w);
   holder.lock("first");
@@ -356,10 +342,10 @@ TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
   // "first" takes the only doorbell connection; "second" arrives while it is
   // busy and is queued.
   auto gives_up = std::async(std::launch::async, [&] { return waiter.try_lock("first", 1500ms); });
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "\"first\" is not on the bell";
   auto waited = acquire_after_release(waiter, "second", released);
   EXPECT_FALSE(gives_up.get());  // disarm: the connection is interrupted and adopts "second"
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "\"second\" is not on the bell";
   released = true;
   const auto released_at = Clock::now();
   holder.unlock("second");
@@ -455,7 +441,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   Options o = wakeup_options();  // 60 s poll
   o.pool_size = 4;
   DatabaseDistributedLock holder(o);
-  Options w = as_private_account(same_table(o));
+  Options w = test::as_private_account(same_table(o));
   w.io_timeout = 15s;  // a bell wait lasts 10 s: longer than the bound below
   DatabaseDistributedLock waiter(w);
   holder.lock("later");
@@ -479,7 +465,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   ASSERT_TRUE(busy.has_value());
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "later", released);
-  ASSERT_TRUE(test::wait_until([&] { return sessions_of(w, true) == 1; }, 15s)) << "the waiter is not on the bell";
+  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "the waiter is not on the bell";
   released = true;
   holder.unlock("later");  // does not wait for the session
   EXPECT_EQ(lock_column(o, "later", "expire_time > NOW(6)"), "0");
@@ -498,7 +484,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
 TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
-  const Options watcher_options = as_private_account(o);
+  const Options watcher_options = test::as_private_account(o);
   DatabaseDistributedLock holder(o);
   const details::HoldRows rows(o.table, nullptr);
   std::atomic<int> rings{0};
@@ -508,11 +494,11 @@ TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
     holder.lock("idle");
     const int rung_before = rings.load();
     watcher.arm(lock_key("idle"));
-    ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
+    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options, true) == 1; }, 15s))
         << "round " << round << ": no bell wait";
     holder.unlock("idle");  // marked by the watcher: rings
     ASSERT_TRUE(test::wait_until([&] { return rings.load() > rung_before; }, 15s)) << "round " << round;
-    ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options) == 0; }, 15s))
+    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options) == 0; }, 15s))
         << "round " << round << ": the idle bell connection stayed open";
   }
 }
@@ -524,7 +510,7 @@ TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
 TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
-  const Options watcher_options = as_private_account(o);
+  const Options watcher_options = test::as_private_account(o);
   DatabaseDistributedLock holder(o);
   holder.lock("watched");
   const std::uint64_t holders_tag = details::ClientAccess::of(holder).hold_tag();
@@ -538,9 +524,9 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
     if (ours) {
       ASSERT_TRUE(test::wait_until([&] { return rings.load() > 0; }, 15s)) << "the waiter was not woken";
       EXPECT_EQ(lock_column(o, "watched", "waiters"), "0") << "marked a hold of its own client";
-      EXPECT_EQ(sessions_of(watcher_options, true), 0);
+      EXPECT_EQ(test::sessions_of(watcher_options, true), 0);
     } else {
-      ASSERT_TRUE(test::wait_until([&] { return sessions_of(watcher_options, true) == 1; }, 15s))
+      ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options, true) == 1; }, 15s))
           << "no wait on the holder's bell";
       EXPECT_EQ(lock_column(o, "watched", "waiters"), "1");
       EXPECT_EQ(rings.load(), 0);
@@ -575,14 +561,14 @@ TEST(FastWakeup, TheMarkLandsOnAHoldALocalHandoffMadeAfterTheRead) {
 // doorbell connection is opened for them.
 TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
-  const Options o = as_private_account(wakeup_options());
+  const Options o = test::as_private_account(wakeup_options());
   DatabaseDistributedLock client(o);
   client.lock("local");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(client, "local", released);
   // The waiter is refused at once; a generous second for it to arm a
   // doorbell if it were going to.
-  EXPECT_TRUE(test::holds_throughout([&] { return sessions_of(o, true) == 0; }, 1s))
+  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(o, true) == 0; }, 1s))
       << "a doorbell wait was armed against a holder in the same client";
   released = true;
   const auto released_at = Clock::now();
@@ -598,7 +584,7 @@ TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
-  Options waiter_options = as_private_account(same_table(o));
+  Options waiter_options = test::as_private_account(same_table(o));
   waiter_options.io_timeout = 1s;
   waiter_options.poll_interval = 300ms;
   waiter_options.watchdog_timeout = 3s;
@@ -608,7 +594,7 @@ TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "short", released);
   // The pooled connection and the io thread's; a doorbell connection would be a third.
-  EXPECT_TRUE(test::holds_throughout([&] { return sessions_of(waiter_options) <= 2; }, 1s))
+  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(waiter_options) <= 2; }, 1s))
       << "a doorbell connection was opened";
   released = true;
   holder.unlock("short");

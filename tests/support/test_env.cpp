@@ -52,6 +52,18 @@ std::string private_account() {
   return user;
 }
 
+Options as_private_account(Options o) {
+  o.user = private_account();
+  o.password = private_account_password;
+  return o;
+}
+
+int sessions_of(const Options& o, bool only_bell_waits) {
+  return std::stoi(query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + o.user + "'" +
+                                (only_bell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'"
+                                                 : "")));
+}
+
 std::string database_url_as(const std::string& user, const std::string& parameters) {
   std::string url = database_url_with(parameters);
   const auto scheme_end = url.find("://");
@@ -158,6 +170,11 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(5ms);
   }
+}
+
+bool wait_for_waiters(const DatabaseDistributedLock& client, MetricKind kind, std::uint64_t n,
+                      std::chrono::milliseconds timeout) {
+  return wait_until([&] { return client.metrics().of(kind).waiting >= n; }, timeout);
 }
 
 bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window) {

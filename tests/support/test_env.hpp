@@ -5,6 +5,7 @@
 #include <dlock/dlock.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <thread>
 #include <type_traits>
@@ -34,6 +35,13 @@ bool fast_wakeup_enabled();
 // name; the password is private_account_password.
 std::string private_account();
 inline constexpr const char* private_account_password = "k";
+// `o` signed in as private_account(), so the sessions of a client built
+// from it can be told apart in PROCESSLIST.
+Options as_private_account(Options o);
+// Sessions of `o.user` (a private_account()) on the test server; with
+// `only_bell_waits`, only those blocked in a wait on a session bell (a
+// waiter watching its holder's bell, fast wake-up).
+int sessions_of(const Options& o, bool only_bell_waits = false);
 // Kills every session of `user` (a private_account()) on the test server.
 void kill_sessions_of(const std::string& user);
 // database_url_with(parameters) signed in as `user` (a private_account()).
@@ -58,6 +66,12 @@ std::vector<std::string> query_column(const std::string& sql);
 // Polls `condition` every few milliseconds until it holds or `timeout`
 // passes. Returns whether it held.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+// Waits until `client` has at least `n` acquire calls of `kind` waiting
+// (Metrics: refused at least once and not yet ended), so a release from
+// then on is one the waiters must be woken by. Returns whether they were
+// within `timeout`. Needs Options::metrics (the default).
+bool wait_for_waiters(const DatabaseDistributedLock& client, MetricKind kind, std::uint64_t n,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(20));
 // Checks `condition` every few milliseconds for `window`. Returns false as
 // soon as it fails (for "this must not happen meanwhile" checks).
 bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window);
