@@ -180,10 +180,8 @@ TEST(Pool, MoreThreadsThanConnectionsStillMakeProgress) {
 class KilledConnections : public ::testing::Test {
  protected:
   void SetUp() override {
-    account_ = test::private_account();
-    options_ = fresh_options();
-    options_.user = account_;
-    options_.password = test::private_account_password;
+    options_ = test::as_private_account(fresh_options());
+    account_ = options_.user;
     options_.pool_size = 1;
   }
   void kill_all_of_the_account() { test::kill_sessions_of(account_); }

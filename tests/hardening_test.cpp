@@ -238,10 +238,8 @@ TEST(Waits, SaturatingConversionRoundsUpAndNeverOverflows) {
 // a lease because the pool handed out dead idle connections and reconciled
 // on another dead one.
 TEST(Recovery, UnlockAfterEveryConnectionWasKilledFreesTheRowAtOnce) {
-  const std::string account = test::private_account();
-  Options o = fresh_options();
-  o.user = account;
-  o.password = test::private_account_password;
+  Options o = test::as_private_account(fresh_options());
+  const std::string account = o.user;
   o.pool_size = 4;
   DatabaseDistributedLock client(o);
   DatabaseDistributedLock other(same_table(fresh_options()));
@@ -428,10 +426,7 @@ TEST(BellInterrupt, KillsOnlyABellWaitOfItsOwnAccount) {
   const Options o = fresh_options();
   // A stranger (another account) in a long statement, as after a server
   // restart gave it the id we remembered.
-  const std::string stranger_account = test::private_account();
-  Options stranger_options = o;
-  stranger_options.user = stranger_account;
-  stranger_options.password = test::private_account_password;
+  const Options stranger_options = test::as_private_account(o);
   auto stranger = raw_connection(stranger_options);
   const auto stranger_id = stranger->server_id();
   auto sleeping = std::async(std::launch::async, [&] {

@@ -352,10 +352,8 @@ TEST(Metrics, APooledConnectionLentOutIsInUse) {
 }
 
 TEST(Metrics, AStatementWhoseConnectionDiedIsCountedAsReconciled) {
-  const std::string account = test::private_account();
-  Options o = fresh_options();
-  o.user = account;
-  o.password = test::private_account_password;
+  Options o = test::as_private_account(fresh_options());
+  const std::string account = o.user;
   o.pool_size = 1;
   DatabaseDistributedLock client(o);
   client.lock("k");
@@ -377,10 +375,8 @@ TEST(Metrics, AStatementWhoseConnectionDiedIsCountedAsReconciled) {
 // row is free after the unlock.
 TEST(Metrics, AnUnlockWhoseBellSessionDiedIsReconciledNotReportedLost) {
   if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "no bells without fast wake-up";
-  const std::string account = test::private_account();
-  Options o = fresh_options();
-  o.user = account;
-  o.password = test::private_account_password;
+  Options o = test::as_private_account(fresh_options());
+  const std::string account = o.user;
   o.pool_size = 1;
   std::atomic<int> reported{0};
   o.on_lock_lost = [&](std::string_view, std::uint64_t) { ++reported; };
@@ -411,10 +407,8 @@ TEST(Metrics, AnUnlockWhoseBellSessionDiedIsReconciledNotReportedLost) {
 }
 
 TEST(Metrics, AWatchdogTickThatCannotReachTheDatabaseIsCountedAsFailed) {
-  const std::string account = test::private_account();
-  Options o = fresh_options();
-  o.user = account;
-  o.password = test::private_account_password;
+  Options o = test::as_private_account(fresh_options());
+  const std::string account = o.user;
   o.watchdog_timeout = 3s;  // a renewal every second, well inside the lease
   DatabaseDistributedLock client(o);
   client.lock("w");

@@ -67,9 +67,7 @@ TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
   o.poll_interval = 60s;  // the poll cannot be what hands the lock over
   o.watchdog_timeout = 30s;
   DatabaseDistributedLock holder(o);
-  Options waiter_options = same_table(o);
-  waiter_options.user = test::private_account();
-  waiter_options.password = test::private_account_password;
+  const Options waiter_options = test::as_private_account(same_table(o));
   DatabaseDistributedLock waiter(waiter_options);
   holder.lock("cut");
   auto waited = std::async(std::launch::async, [&] {
