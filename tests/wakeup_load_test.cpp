@@ -46,7 +46,10 @@ void expect_bounded_waiting_load(bool holder_has_doorbell) {
     if (ok) waiter.unlock("load");
     return ok;
   });
-  ASSERT_TRUE(test::wait_for_waiters(waiter, MetricKind::kLock, 1));  // parked
+  ASSERT_TRUE(test::wait_for_waiters(waiter, MetricKind::kLock, 1));
+  // Past its first round (the refused take, the watch's read and mark, the
+  // first polls): the window measures a waiter settled in its wait.
+  std::this_thread::sleep_for(1s);
   const double rate = statements_per_second_while(3s);
   std::printf("waiting load (%s): %.2f statements/s\n", holder_has_doorbell ? "doorbell holder" : "no doorbell", rate);
   // 4 polls + a doorbell wait every 4 s (io_timeout 5 s), with room for the
