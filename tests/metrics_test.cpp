@@ -263,7 +263,7 @@ TEST(Metrics, AReleaseElsewhereIsOneBellWakeUpOrAPollOne) {
   ASSERT_TRUE(wait_until([&] { return client.metrics().of(MetricKind::kLock).waiting == 1; }, 5s));
   // With fast wake-up the waiter watches the holder's bell.
   if (test::fast_wakeup_enabled()) {
-    ASSERT_TRUE(wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s));
+    ASSERT_TRUE(test::wait_for_bell_waits(w.user));
   }
   const Metrics before = client.metrics();
   holder.unlock("elsewhere");

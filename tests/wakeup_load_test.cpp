@@ -78,10 +78,8 @@ TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
     if (ok) waiter.unlock("cut");
     return ok;
   });
-  const std::string blocked =
-      "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%' "
-      "AND USER = '" +
-      waiter_options.user + "'";
+  const std::string blocked = std::string("SELECT ID FROM information_schema.PROCESSLIST WHERE ") +
+                              test::kBellWaitCondition + " AND USER = '" + waiter_options.user + "'";
   ASSERT_TRUE(test::wait_until([&] { return !test::query_scalar(blocked).empty(); }, 15s));
   const std::string killed = test::query_scalar(blocked);
   test::execute_sql("KILL CONNECTION " + killed);

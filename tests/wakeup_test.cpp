@@ -162,7 +162,7 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
       return std::make_tuple(ok, after_release, at);
     });
     // The waiter is parked (refused, blocked on the doorbell) before the release.
-    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(waiter_options, true) == 1; }, 15s));
+    ASSERT_TRUE(test::wait_for_bell_waits(waiter_options.user));
     released = true;
     const auto released_at = Clock::now();
     holder.unlock("ring");
@@ -185,13 +185,7 @@ TEST(FastWakeup, WaiterInAnotherProcessIsWokenLongBeforeThePoll) {
       test::database_url_as(account, "table=" + o.table + "&poll_interval_ms=60000&watchdog_timeout_ms=30000");
   test::ChildProcess waiter(test::helper_path(), {url, "wait", "remote", "30000"});
   // Parked: the child's connection blocks in GET_LOCK on the doorbell.
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' "
-                                  "AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%' AND USER = '" +
-                                  account + "'") != "0";
-      },
-      15s));
+  ASSERT_TRUE(test::wait_for_bell_waits(account));
   const auto released_at = Clock::now();
   holder.unlock("remote");
   const auto line = waiter.wait_for_line("acquired", 30s);
@@ -226,7 +220,7 @@ TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
   holder.lock("cut");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "cut", released);
-  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "not on the bell";
+  ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "not on the bell";
   // The holder's pooled session dies: its doorbell goes with it and rings
   // the waiter, whose attempt must still be refused.
   const std::string session = doorbell_holder(o, "cut");
@@ -300,7 +294,7 @@ TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
   // The waiter on "two", woken by that ring for nothing, blocks on the
   // session's next bell (else it found the old one free and is left to the
   // poll).
-  EXPECT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "not blocked on a bell";
+  EXPECT_TRUE(test::wait_for_bell_waits(w.user)) << "not blocked on a bell";
   released_two = true;
   const auto released_at = Clock::now();
   holder.unlock("two");
@@ -342,10 +336,10 @@ TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
   // "first" takes the only doorbell connection; "second" arrives while it is
   // busy and is queued.
   auto gives_up = std::async(std::launch::async, [&] { return waiter.try_lock("first", 1500ms); });
-  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "\"first\" is not on the bell";
+  ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "\"first\" is not on the bell";
   auto waited = acquire_after_release(waiter, "second", released);
   EXPECT_FALSE(gives_up.get());  // disarm: the connection is interrupted and adopts "second"
-  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "\"second\" is not on the bell";
+  ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "\"second\" is not on the bell";
   released = true;
   const auto released_at = Clock::now();
   holder.unlock("second");
@@ -465,7 +459,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   ASSERT_TRUE(busy.has_value());
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "later", released);
-  ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(w, true) == 1; }, 15s)) << "the waiter is not on the bell";
+  ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "the waiter is not on the bell";
   released = true;
   holder.unlock("later");  // does not wait for the session
   EXPECT_EQ(lock_column(o, "later", "expire_time > NOW(6)"), "0");
@@ -494,11 +488,11 @@ TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
     holder.lock("idle");
     const int rung_before = rings.load();
     watcher.arm(lock_key("idle"));
-    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options, true) == 1; }, 15s))
+    ASSERT_TRUE(test::wait_for_bell_waits(watcher_options.user))
         << "round " << round << ": no bell wait";
     holder.unlock("idle");  // marked by the watcher: rings
     ASSERT_TRUE(test::wait_until([&] { return rings.load() > rung_before; }, 15s)) << "round " << round;
-    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options) == 0; }, 15s))
+    ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options.user) == 0; }, 15s))
         << "round " << round << ": the idle bell connection stayed open";
   }
 }
@@ -524,9 +518,9 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
     if (ours) {
       ASSERT_TRUE(test::wait_until([&] { return rings.load() > 0; }, 15s)) << "the waiter was not woken";
       EXPECT_EQ(lock_column(o, "watched", "waiters"), "0") << "marked a hold of its own client";
-      EXPECT_EQ(test::sessions_of(watcher_options, true), 0);
+      EXPECT_EQ(test::sessions_of(watcher_options.user, true), 0);
     } else {
-      ASSERT_TRUE(test::wait_until([&] { return test::sessions_of(watcher_options, true) == 1; }, 15s))
+      ASSERT_TRUE(test::wait_for_bell_waits(watcher_options.user))
           << "no wait on the holder's bell";
       EXPECT_EQ(lock_column(o, "watched", "waiters"), "1");
       EXPECT_EQ(rings.load(), 0);
@@ -568,7 +562,7 @@ TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
   auto waited = acquire_after_release(client, "local", released);
   // The waiter is refused at once; a generous second for it to arm a
   // doorbell if it were going to.
-  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(o, true) == 0; }, 1s))
+  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(o.user, true) == 0; }, 1s))
       << "a doorbell wait was armed against a holder in the same client";
   released = true;
   const auto released_at = Clock::now();
@@ -594,7 +588,7 @@ TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "short", released);
   // The pooled connection and the io thread's; a doorbell connection would be a third.
-  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(waiter_options) <= 2; }, 1s))
+  EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(waiter_options.user) <= 2; }, 1s))
       << "a doorbell connection was opened";
   released = true;
   holder.unlock("short");

@@ -58,10 +58,9 @@ Options as_private_account(Options o) {
   return o;
 }
 
-int sessions_of(const Options& o, bool only_bell_waits) {
-  return std::stoi(query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + o.user + "'" +
-                                (only_bell_waits ? " AND STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'"
-                                                 : "")));
+int sessions_of(const std::string& user, bool only_bell_waits) {
+  return std::stoi(query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + user + "'" +
+                                (only_bell_waits ? std::string(" AND ") + kBellWaitCondition : std::string())));
 }
 
 std::string database_url_as(const std::string& user, const std::string& parameters) {
@@ -175,6 +174,10 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 bool wait_for_waiters(const DatabaseDistributedLock& client, MetricKind kind, std::uint64_t n,
                       std::chrono::milliseconds timeout) {
   return wait_until([&] { return client.metrics().of(kind).waiting >= n; }, timeout);
+}
+
+bool wait_for_bell_waits(const std::string& user, int n, std::chrono::milliseconds timeout) {
+  return wait_until([&] { return sessions_of(user, true) == n; }, timeout);
 }
 
 bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window) {

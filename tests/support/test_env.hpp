@@ -38,10 +38,16 @@ inline constexpr const char* private_account_password = "k";
 // `o` signed in as private_account(), so the sessions of a client built
 // from it can be told apart in PROCESSLIST.
 Options as_private_account(Options o);
-// Sessions of `o.user` (a private_account()) on the test server; with
-// `only_bell_waits`, only those blocked in a wait on a session bell (a
-// waiter watching its holder's bell, fast wake-up).
-int sessions_of(const Options& o, bool only_bell_waits = false);
+// The PROCESSLIST condition of a session blocked in a wait on a session
+// bell (a waiter watching its holder's bell, fast wake-up).
+inline constexpr const char* kBellWaitCondition = "STATE = 'User lock' AND INFO LIKE 'SELECT IF(IS_FREE_LOCK%'";
+// Sessions of `user` (a private_account()) on the test server; with
+// `only_bell_waits`, only those blocked in a wait on a bell.
+int sessions_of(const std::string& user, bool only_bell_waits = false);
+// Waits until exactly `n` sessions of `user` are blocked in a wait on a
+// bell. Returns whether they were within `timeout`.
+bool wait_for_bell_waits(const std::string& user, int n = 1,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(15));
 // Kills every session of `user` (a private_account()) on the test server.
 void kill_sessions_of(const std::string& user);
 // database_url_with(parameters) signed in as `user` (a private_account()).
