@@ -147,6 +147,7 @@ void Engine::start() {
     }
   }
   io_.start();
+  started_ = true;
   logger_->debug("dlock: client {} connected to {}/{} table {}", machine_id_,
                  settings_.servers ? settings_.servers->describe() : options_.host + ":" + std::to_string(options_.port),
                  options_.database, options_.table);
@@ -162,7 +163,8 @@ Engine::~Engine() {
   if (bells_) bells_->stop();
   io_.stop();
   bells_.reset();
-  release_all_at_shutdown();
+  // A client whose start() failed holds nothing and wrote no row.
+  if (started_) release_all_at_shutdown();
   // The move hook uses members destroyed before settings_ (waiters_).
   if (settings_.servers) settings_.servers->on_move(nullptr);
 }

@@ -424,6 +424,7 @@ class Engine {
   std::mutex& owner_mutex(Kind serial, std::string_view name, std::uint64_t owner);
 
   std::atomic<bool> closing_{false};  // no on_lock_lost from here on
+  bool started_ = false;              // start() completed: there may be holds and rows to release
   std::array<std::mutex, 4096> owner_mutexes_;
   const Options options_;
   const std::shared_ptr<spdlog::logger> logger_;
