@@ -2,9 +2,12 @@
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
+#include "base/tls.hpp"
 #include "base/validation.hpp"
 
 namespace dlock {
@@ -196,6 +199,105 @@ TEST(Validation, ConstructorRejectsBadOptionsBeforeConnecting) {
   Options o = Options::from_url("mysql://u:p@127.0.0.1:1/d");
   o.table = "no spaces allowed";
   EXPECT_THROW(DatabaseDistributedLock{o}, std::invalid_argument);
+}
+
+// A file the TLS checks can read (its content is never looked at).
+std::string readable_file(const std::string& name) {
+  std::filesystem::create_directories(DLOCK_TEST_WORK_DIR);
+  const std::string path = std::string(DLOCK_TEST_WORK_DIR) + "/" + name;
+  std::ofstream(path) << "not a certificate\n";
+  return path;
+}
+
+TEST(FromUrl, TlsParameters) {
+  const std::string ca = readable_file("ca.pem");
+  const std::string cert = readable_file("cert.pem");
+  const std::string key = readable_file("key.pem");
+  const std::string crl = readable_file("list.crl");
+  const Options o = Options::from_url("mysql://u:p@h/d?ssl_mode=VERIFY_CA&ssl_ca=" + ca + "&ssl_capath=%2Ftmp" +
+                                      "&ssl_cert=" + cert + "&ssl_key=" + key + "&ssl_crl=" + crl +
+                                      "&ssl_cipher=TLS_AES_128_GCM_SHA256%3ATLS_AES_256_GCM_SHA384");
+  EXPECT_EQ(o.ssl_mode, "VERIFY_CA");
+  EXPECT_EQ(details::tls_mode(o), details::TlsMode::kVerifyCa);
+  EXPECT_EQ(o.ssl_ca, ca);
+  EXPECT_EQ(o.ssl_capath, "/tmp");
+  EXPECT_EQ(o.ssl_cert, cert);
+  EXPECT_EQ(o.ssl_key, key);
+  EXPECT_EQ(o.ssl_crl, crl);
+  EXPECT_EQ(o.ssl_cipher, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384");
+}
+
+TEST(Tls, TheDefaultModeVerifiesWhenACaIsNamedAndPrefersTlsOtherwise) {
+  Options o = Options::from_url("mysql://u:p@h/d");
+  EXPECT_EQ(o.ssl_mode, "");
+  EXPECT_EQ(details::tls_mode(o), details::TlsMode::kPreferred);
+  o.ssl_ca = readable_file("ca.pem");
+  EXPECT_EQ(details::tls_mode(o), details::TlsMode::kVerifyIdentity);
+  o.ssl_ca.clear();
+  o.ssl_capath = "/tmp";
+  EXPECT_EQ(details::tls_mode(o), details::TlsMode::kVerifyIdentity);
+  for (const char* mode : {"disabled", "preferred", "required", "verify_ca", "verify_identity"}) {
+    o.ssl_mode = mode;
+    EXPECT_EQ(details::to_string(details::tls_mode(o)), mode);
+  }
+}
+
+TEST(Tls, BadSettingsAreRefusedBeforeAnyConnectionNamingTheFile) {
+  const Options good = Options::from_url("mysql://u:p@127.0.0.1:1/d");
+  const std::string ca = readable_file("ca.pem");
+  auto error_of = [&](auto mutate) -> std::string {
+    Options o = good;
+    mutate(o);
+    try {
+      details::validate_options(o);
+    } catch (const std::invalid_argument& e) {
+      // The constructor refuses it too, before connecting (port 1: nothing there).
+      EXPECT_THROW(DatabaseDistributedLock{o}, std::invalid_argument);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of([](Options& o) { o.ssl_mode = "verify"; }).find("ssl_mode \"verify\""), std::string::npos);
+  EXPECT_NE(error_of([](Options& o) { o.ssl_ca = "/no/such/ca.pem"; }).find("/no/such/ca.pem"), std::string::npos);
+  EXPECT_NE(error_of([](Options& o) { o.ssl_ca = "/tmp"; }).find("ssl_ca"), std::string::npos) << "a directory";
+  EXPECT_NE(error_of([](Options& o) { o.ssl_capath = "/no/such/dir"; }).find("/no/such/dir"), std::string::npos);
+  EXPECT_NE(error_of([&](Options& o) {
+              o.ssl_cert = readable_file("cert.pem");
+              o.ssl_key = "/no/such/key.pem";
+            }).find("/no/such/key.pem"),
+            std::string::npos);
+  EXPECT_NE(error_of([&](Options& o) { o.ssl_cert = readable_file("cert.pem"); }).find("ssl_key"), std::string::npos);
+  EXPECT_NE(error_of([&](Options& o) { o.ssl_key = readable_file("key.pem"); }).find("ssl_cert"), std::string::npos);
+  EXPECT_NE(error_of([](Options& o) { o.ssl_crl = "/no/such.crl"; }).find("/no/such.crl"), std::string::npos);
+  EXPECT_NE(error_of([](Options& o) { o.ssl_mode = "verify_ca"; }).find("verify_ca needs"), std::string::npos);
+  EXPECT_NE(error_of([&](Options& o) {
+              o.ssl_mode = "disabled";
+              o.ssl_ca = ca;
+            }).find("disabled"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&](Options& o) {
+              o.ssl_mode = "verify_identity";  // without a CA: the system's trust store
+            }),
+            "");
+  // From a URL too, where the caller still knows which URL it was.
+  try {
+    (void)Options::from_url("mysql://u:p@h/d?ssl_ca=%2Fno%2Fsuch%2Fca.pem");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("/no/such/ca.pem"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FromUrl, AnErrorNeverShowsThePassword) {
+  for (const char* url : {"mysqlx://u:Pa55word@h/d", "u:Pa55word@h/d", "mysql:/u:Pa55word@h/d",
+                          "mysql://u:Pa55word@h:0/d", "mysql://u:Pa55word@h/d?nope=1"}) {
+    try {
+      (void)Options::from_url(url);
+      ADD_FAILURE() << url;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("Pa55word"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -129,6 +129,10 @@ struct Activity {
   std::array<std::size_t, kHoldTypeCount> held{};
   // Waiters matching the query, before the limit.
   std::size_t waiting = 0;
+  // The connection the snapshot was read on: the server ("host:port") and
+  // the TLS cipher of its session (empty: not encrypted; Options::ssl_mode).
+  std::string server;
+  std::string tls_cipher;
 
   std::size_t held_total() const noexcept {
     std::size_t n = 0;

@@ -67,6 +67,52 @@ struct DLOCK_API Options {
   // Default "distributed_lock".
   std::string table = "distributed_lock";
 
+  // ---- TLS to the database (docs/security.md) ----------------------------
+  //
+  // Named as the mysql client's options; URL parameters of the same names.
+  // Every connection of the client (pool, watchdog, wake-up, introspection,
+  // every server of failover_servers) and of the `dlock` command uses them.
+
+  // How the connection is encrypted, and what is checked:
+  //   "disabled"         never TLS.
+  //   "preferred"        TLS when the server offers it, else plaintext;
+  //                      the certificate is not checked (unless ssl_ca is
+  //                      given: then its chain is).
+  //   "required"         TLS or no connection; the certificate is not
+  //                      checked. Refuses a server without TLS.
+  //   "verify_ca"        "required", and the server's certificate must be
+  //                      signed by ssl_ca / ssl_capath (one of them needed).
+  //   "verify_identity"  "verify_ca", and the certificate must name the host
+  //                      connected to (host, or a failover server's host).
+  //                      Without ssl_ca / ssl_capath: the system's trust store.
+  // Default empty: "verify_identity" when ssl_ca or ssl_capath is given (a
+  // CA named means a server to check), else "preferred" (as the mysql
+  // client: encrypted wherever the server allows, never a connection lost to
+  // a server without TLS). Upper case is accepted too. `required` and the
+  // verifying modes never fall back to plaintext: a server that cannot meet
+  // the mode, or whose certificate fails the check, is a BackendError naming
+  // the host. With "disabled", no other ssl_ field may be set.
+  std::string ssl_mode;
+  // PEM file of the certificate authorities to trust. Default empty. Must be
+  // a readable file.
+  std::string ssl_ca;
+  // Directory of trusted CA certificates in OpenSSL's hashed layout
+  // (`openssl rehash DIR`). Default empty. Must be a readable directory.
+  std::string ssl_capath;
+  // PEM client certificate and its private key, for accounts that require
+  // one (REQUIRE X509 / SUBJECT / ISSUER). Default empty. Both or neither;
+  // each a readable file.
+  std::string ssl_cert;
+  std::string ssl_key;
+  // PEM certificate revocation list: a server certificate it lists is
+  // refused. Default empty. Must be a readable file.
+  std::string ssl_crl;
+  // Permitted ciphers, OpenSSL's names separated by ':' (TLS 1.3 suites such
+  // as TLS_AES_128_GCM_SHA256; TLS 1.2 names apply to TLS 1.2 connections).
+  // Default empty: the TLS library's defaults. No cipher in common: no
+  // connection (BackendError).
+  std::string ssl_cipher;
+
   // ---- Behaviour ---------------------------------------------------------
 
   // Lease used when the caller gives none; the watchdog renews such holds
@@ -137,10 +183,13 @@ struct DLOCK_API Options {
   //   &watchdog_timeout_ms=N&poll_interval_ms=N&connect_timeout_ms=N&io_timeout_ms=N
   // Also accepted: `mariadb://`, `create_table=true|false|1|0`, `machine_id=S`,
   // `fast_wakeup=true|false|1|0`, `wakeup_connections=N`, `metrics=true|false|1|0`,
+  // `ssl_mode=M`, `ssl_ca=FILE`, `ssl_capath=DIR`, `ssl_cert=FILE`, `ssl_key=FILE`,
+  // `ssl_crl=FILE`, `ssl_cipher=LIST`,
   // an IPv6 host in brackets, and a missing port (3306) or password.
   // Percent-decoding in user, password, database and parameter values.
   // Throws std::invalid_argument on a malformed URL, an unknown or repeated
-  // parameter, or a number out of range; the message names the problem.
+  // parameter, a number out of range, or a TLS file that cannot be read; the
+  // message names the problem (never the password).
   static Options from_url(std::string_view url);
 };
 

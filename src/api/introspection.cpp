@@ -68,6 +68,8 @@ std::chrono::microseconds us(std::optional<std::int64_t> v) {
 Activity read_activity(details::Connection& c, const details::HoldRows& rows, const details::ActivityFilter& f) {
   const details::ActivityRows reads(rows);
   Activity out;
+  out.server = c.server();
+  out.tls_cipher = c.tls_cipher();
   for (const auto& [kind, n] : reads.count_holds(c, f))
     if (const auto type = type_of(kind)) out.held[static_cast<std::size_t>(*type)] += n;
   std::map<std::string, std::size_t> queued;

@@ -94,6 +94,18 @@ std::pair<std::string, unsigned> parse_server(std::string_view authority) {
   return {std::string(host), port.empty() ? 0U : static_cast<unsigned>(parse_number(port, "port", 1, 65535))};
 }
 
+// The TLS field a URL parameter of that name sets, or null.
+std::string* tls_field(Options& options, const std::string& key) {
+  if (key == "ssl_mode") return &options.ssl_mode;
+  if (key == "ssl_ca") return &options.ssl_ca;
+  if (key == "ssl_capath") return &options.ssl_capath;
+  if (key == "ssl_cert") return &options.ssl_cert;
+  if (key == "ssl_key") return &options.ssl_key;
+  if (key == "ssl_crl") return &options.ssl_crl;
+  if (key == "ssl_cipher") return &options.ssl_cipher;
+  return nullptr;
+}
+
 void apply_parameter(Options& options, const std::string& key, const std::string& value) {
   if (key == "table") {
     options.table = value;
@@ -117,6 +129,8 @@ void apply_parameter(Options& options, const std::string& key, const std::string
     options.wakeup_connections = static_cast<std::size_t>(parse_number(value, key, 1, 256));
   } else if (key == "machine_id") {
     options.machine_id = value;
+  } else if (std::string* tls = tls_field(options, key)) {
+    *tls = value;
   } else {
     bad_url("unknown parameter \"" + key + "\"");
   }
@@ -133,7 +147,14 @@ Options Options::from_url(std::string_view url) {
       break;
     }
   }
-  if (rest.data() == nullptr) bad_url("it must start with mysql:// (got \"" + std::string(url.substr(0, 16)) + "\")");
+  if (rest.data() == nullptr) {
+    // Only the scheme is shown: the text after it may hold a password.
+    const auto scheme_end = url.find("://");
+    bad_url("it must start with mysql://" +
+            (scheme_end == std::string_view::npos || scheme_end > 16
+                 ? std::string()
+                 : " (got \"" + std::string(url.substr(0, scheme_end + 3)) + "...\")"));
+  }
 
   const auto query_at = rest.find('?');
   std::string_view query = query_at == std::string_view::npos ? std::string_view() : rest.substr(query_at + 1);

@@ -1,5 +1,7 @@
 #include "base/validation.hpp"
 
+#include "base/tls.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -66,6 +68,7 @@ void validate_options(const Options& options) {
   if (options.machine_id.size() > kMaxMachineIdBytes)
     reject("Options::machine_id must be at most " + std::to_string(kMaxMachineIdBytes) + " bytes");
   if (options.machine_id.find('\0') != std::string::npos) reject("Options::machine_id contains a NUL byte");
+  validate_tls(options);
 }
 
 }  // namespace dlock::details

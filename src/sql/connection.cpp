@@ -25,11 +25,48 @@ sql::mysql::MySQL_Driver* driver() {
   return instance;
 }
 
+// CR_SSL_CONNECTION_ERROR, and MySQL's ER_SECURE_TRANSPORT_REQUIRED.
+constexpr int kTlsError = 2026;
+constexpr int kInsecureTransport = 3159;
+
 // The client library counts timeouts in whole seconds; round up so a timeout
 // is never shorter than asked.
 int whole_seconds(Millis value) {
   const auto seconds = (value.count() + 999) / 1000;
   return static_cast<int>(seconds < 1 ? 1 : seconds);
+}
+
+// The connection properties of `tls`. Debian's Connector/C++ runs on
+// MariaDB Connector/C, which (checked against a real server) honours
+// sslEnforce only as "ask for TLS", refuses a server without TLS only when
+// it also checks the host name (sslVerify), checks the chain whenever a CA
+// is given, and ignores OPT_SSL_MODE. So the modes map to properties here,
+// and Connection::check_encryption refuses what the library let through.
+void apply_tls(sql::ConnectOptionsMap& props, const ConnectionSettings::Tls& tls) {
+  if (tls.mode == TlsMode::kDisabled) return;  // no property: no TLS
+  props["sslEnforce"] = true;
+  const std::pair<const char*, const std::string*> files[] = {
+      {"sslCA", &tls.ca},     {"sslCAPath", &tls.capath}, {"sslCert", &tls.cert},
+      {"sslKey", &tls.key},   {"sslCRL", &tls.crl},       {"sslCipher", &tls.cipher},
+  };
+  for (const auto& [property, value] : files)
+    if (!value->empty()) props[property] = sql::SQLString(*value);
+  if (tls.mode == TlsMode::kVerifyIdentity) props["sslVerify"] = true;
+}
+
+// A failed connect, with what the TLS settings have to do with it.
+BackendError connect_error(const sql::SQLException& e, const std::string& server, TlsMode mode) {
+  BackendError plain = to_backend_error(e, "cannot connect to " + server);
+  std::string hint;
+  if (e.getErrorCode() == kTlsError) {
+    hint = " (ssl_mode " + std::string(to_string(mode)) +
+           ": the TLS handshake failed, or the server's certificate did not pass the check)";
+  } else if (mode == TlsMode::kDisabled && (e.getErrorCode() == 1045 || e.getErrorCode() == kInsecureTransport)) {
+    hint = " (ssl_mode disabled: the session was not encrypted, and a server that requires secure transport "
+           "refuses plaintext sessions, MariaDB with this error)";
+  }
+  if (hint.empty()) return plain;
+  return BackendError(plain.what() + hint, plain.code(), plain.sql_state());
 }
 
 }  // namespace
@@ -46,6 +83,13 @@ ConnectionSettings ConnectionSettings::from(const Options& options) {
   s.user = options.user;
   s.password = options.password;
   s.database = options.database;
+  s.tls.mode = tls_mode(options);
+  s.tls.ca = options.ssl_ca;
+  s.tls.capath = options.ssl_capath;
+  s.tls.cert = options.ssl_cert;
+  s.tls.key = options.ssl_key;
+  s.tls.crl = options.ssl_crl;
+  s.tls.cipher = options.ssl_cipher;
   s.connect_timeout = options.connect_timeout;
   s.io_timeout = options.io_timeout;
   return s;
@@ -144,8 +188,11 @@ std::unique_ptr<Connection> Connection::open_at(const ConnectionSettings& settin
   // Names are byte strings: bind them without character-set conversion.
   props["OPT_CHARSET_NAME"] = sql::SQLString("binary");
   props["CLIENT_MULTI_STATEMENTS"] = false;
+  apply_tls(props, settings.tls);
+  c->server_ = host + ":" + std::to_string(port);
   try {
     c->connection_.reset(driver()->connect(props));
+    c->check_encryption(settings.tls.mode);
     c->profile_ = ServerProfile::detect(*c->connection_);
     c->apply_session_settings();
     c->counters_ = settings.counters;
@@ -154,9 +201,23 @@ std::unique_ptr<Connection> Connection::open_at(const ConnectionSettings& settin
     throw BackendError("dlock: cannot use " + host + ":" + std::to_string(port) + ": " + e.what(), e.code(),
                        e.sql_state());
   } catch (const sql::SQLException& e) {
-    throw to_backend_error(e, "cannot connect to " + host + ":" + std::to_string(port));
+    throw connect_error(e, host + ":" + std::to_string(port), settings.tls.mode);
   }
   return c;
+}
+
+void Connection::check_encryption(TlsMode mode) {
+  if (mode == TlsMode::kDisabled) return;
+  {
+    std::unique_ptr<sql::Statement> st(connection_->createStatement());
+    std::unique_ptr<sql::ResultSet> rs(st->executeQuery("SHOW SESSION STATUS LIKE 'Ssl\\_cipher'"));
+    if (rs->next()) tls_cipher_ = rs->getString(2);
+  }
+  if (requires_tls(mode) && tls_cipher_.empty()) {
+    throw BackendError("the server did not encrypt the session, and ssl_mode " + std::string(to_string(mode)) +
+                           " requires TLS (does the server offer it?); the session was closed before any statement",
+                       kTlsError, "HY000");
+  }
 }
 
 Connection::~Connection() {

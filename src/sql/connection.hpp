@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/string_map.hpp"
+#include "base/tls.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/options.hpp"
 #include "metrics/metric_counters.hpp"
@@ -36,6 +37,11 @@ struct ConnectionSettings {
   std::string user;
   std::string password;
   std::string database;
+  // TLS (Options::ssl_mode and the ssl_ files, checked by validate_tls).
+  struct Tls {
+    TlsMode mode = TlsMode::kPreferred;
+    std::string ca, capath, cert, key, crl, cipher;
+  } tls;
   Millis connect_timeout{5'000};
   Millis io_timeout{10'000};
   // Server-side row lock wait (innodb_lock_wait_timeout), whole seconds.
@@ -164,6 +170,10 @@ class Connection {
   // failover servers). A KILL for a session goes only to its own server.
   std::size_t server_index() const { return server_index_; }
   const ServerProfile& profile() const { return profile_; }
+  // The TLS cipher the session uses; empty: not encrypted.
+  const std::string& tls_cipher() const { return tls_cipher_; }
+  // "host:port" of the server this connection talks to.
+  const std::string& server() const { return server_; }
   bool broken() const { return broken_; }
   void mark_broken() { broken_ = true; }
   // The client's counters (ConnectionSettings::counters), or null.
@@ -186,6 +196,9 @@ class Connection {
   static std::unique_ptr<Connection> open_at(const ConnectionSettings& settings, const std::string& host,
                                              unsigned port, std::size_t server_index);
   void apply_session_settings();
+  // Reads the session's cipher; refuses a session that `mode` says must be
+  // encrypted and is not. Throws BackendError.
+  void check_encryption(TlsMode mode);
 
   std::unique_ptr<sql::Connection> connection_;
   std::shared_ptr<MetricCounters> counters_;
@@ -194,6 +207,8 @@ class Connection {
   std::uint64_t session_key_ = 0;
   std::size_t server_index_ = 0;
   ServerProfile profile_;
+  std::string tls_cipher_;
+  std::string server_;
   int io_timeout_seconds_ = 10;
   int lock_wait_seconds_ = 9;
   bool broken_ = false;
