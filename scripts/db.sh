@@ -13,13 +13,33 @@
 #   scripts/db.sh pid      print the server's process id
 #   scripts/db.sh client   open the mariadb client as the test account
 #   scripts/db.sh wipe     stop and delete the data directory
+#   scripts/db.sh --tls COMMAND
+#                          the same for the TLS-only server (.dlock/db-tls, port
+#                          33307): a throwaway CA and certificates made with openssl
+#                          (tls/ in its directory), require_secure_transport=ON,
+#                          also bound to 127.0.0.2 (not in the certificate), an
+#                          account dlock_x509 that requires a client certificate;
+#                          `url` gives ssl_mode=verify_identity with the test CA,
+#                          `certs` prints the certificates' directory
 #
-# Environment: DLOCK_DB_DIR (data and socket dir), DLOCK_DB_PORT (default 33306).
+# Environment: DLOCK_DB_DIR (data and socket dir), DLOCK_DB_PORT (default 33306,
+# 33307 with --tls).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dir="${DLOCK_DB_DIR:-$root/.dlock/db}"
-port="${DLOCK_DB_PORT:-33306}"
+tls=0
+if [ "${1:-}" = "--tls" ]; then
+  tls=1
+  shift
+fi
+if [ "$tls" = 1 ]; then
+  dir="${DLOCK_DB_DIR:-$root/.dlock/db-tls}"
+  port="${DLOCK_DB_PORT:-33307}"
+else
+  dir="${DLOCK_DB_DIR:-$root/.dlock/db}"
+  port="${DLOCK_DB_PORT:-33306}"
+fi
+certs="$dir/tls"
 data="$dir/data"
 sock="$dir/mysqld.sock"
 pidfile="$dir/mysqld.pid"
@@ -48,9 +68,68 @@ answers() {
   mariadb-admin --no-defaults --protocol=socket -S "$sock" -uroot --connect-timeout=2 ping >/dev/null 2>&1
 }
 
-# Loopback only: 127.0.0.1, and ::1 where the loopback device has IPv6.
+# Loopback only: 127.0.0.1, and ::1 where the loopback device has IPv6; the
+# TLS server also 127.0.0.2, an address its certificate does not name.
 bind_addresses() {
-  if grep -qE '^0{31}1 .* lo$' /proc/net/if_inet6 2>/dev/null; then echo "127.0.0.1,::1"; else echo 127.0.0.1; fi
+  local addresses=127.0.0.1
+  [ "$tls" = 1 ] && addresses="$addresses,127.0.0.2"
+  if grep -qE '^0{31}1 .* lo$' /proc/net/if_inet6 2>/dev/null; then addresses="$addresses,::1"; fi
+  echo "$addresses"
+}
+
+# A throwaway CA (and a second one nobody trusts), a server certificate for
+# localhost, 127.0.0.1 and ::1, a client certificate, the CA as a hashed
+# directory, and two CRLs: one revoking the server's certificate, one empty.
+make_certificates() {
+  [ -f "$certs/done" ] && return 0
+  rm -rf "$certs"
+  mkdir -p "$certs/capath" "$certs/crl"
+  (
+    cd "$certs"
+    local days=3650
+    openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -keyout ca-key.pem -out ca.pem -subj "/CN=dlock test CA"
+    openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -keyout other-ca-key.pem -out other-ca.pem \
+      -subj "/CN=another CA"
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj "/CN=localhost"
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$days" -out server.pem \
+      -extfile server.ext
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr -subj "/CN=dlock test client"
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days "$days" -out client.pem \
+      -extfile client.ext
+    cp ca.pem capath/ && openssl rehash capath
+    cd crl
+    printf '[ca]\ndefault_ca=test\n[test]\ndatabase=index.txt\ncrlnumber=crlnumber\ndefault_md=sha256\ndefault_crl_days=%s\n' \
+      "$days" >ca.cnf
+    : >index.txt
+    echo 01 >crlnumber
+    openssl ca -config ca.cnf -cert ../ca.pem -keyfile ../ca-key.pem -gencrl -out empty.crl
+    openssl ca -config ca.cnf -cert ../ca.pem -keyfile ../ca-key.pem -revoke ../server.pem
+    openssl ca -config ca.cnf -cert ../ca.pem -keyfile ../ca-key.pem -gencrl -out revoked.crl
+  ) >"$dir/certificates.log" 2>&1 || { cat "$dir/certificates.log" >&2; exit 1; }
+  chmod 600 "$certs"/*-key.pem
+  touch "$certs/done"
+}
+
+# The server's TLS options (the TLS server only).
+tls_arguments() {
+  [ "$tls" = 1 ] || return 0
+  echo "--ssl-ca=$certs/ca.pem --ssl-cert=$certs/server.pem --ssl-key=$certs/server-key.pem"
+  echo "--require-secure-transport=ON --performance-schema=ON"
+}
+
+# Percent-encodes a path for a URL parameter.
+url_encode() {
+  local s="$1" out="" c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c="${s:i:1}"
+    case "$c" in
+      [A-Za-z0-9/._~-]) out+="$c" ;;
+      *) out+="$(printf '%%%02X' "'$c")" ;;
+    esac
+  done
+  echo "$out"
 }
 
 start() {
@@ -61,6 +140,7 @@ start() {
   local server
   server="$(find_server)" || { echo "db.sh: no mariadbd found; run scripts/install-deps.sh" >&2; exit 1; }
   mkdir -p "$dir"
+  [ "$tls" = 1 ] && make_certificates
   if [ ! -d "$data/mysql" ]; then
     rm -rf "$data"
     mariadb-install-db --no-defaults --user="$(id -un)" --datadir="$data" \
@@ -73,7 +153,7 @@ start() {
     --socket="$sock" --pid-file="$pidfile" --port="$port" --bind-address="$(bind_addresses)" \
     --log-error="$log" --skip-name-resolve --max-connections=1000 \
     --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
-    --skip-log-bin --character-set-server=utf8mb4 >/dev/null 2>&1 &
+    --skip-log-bin --character-set-server=utf8mb4 $(tls_arguments) >/dev/null 2>&1 &
   local i
   for i in $(seq 1 300); do
     if answers; then break; fi
@@ -89,6 +169,14 @@ GRANT ALL PRIVILEGES ON *.* TO '$user'@'127.0.0.1' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'localhost' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO '$user'@'::1' WITH GRANT OPTION;
 SQL
+  if [ "$tls" = 1 ]; then
+    client <<SQL
+CREATE USER IF NOT EXISTS '$user'@'127.0.0.2' IDENTIFIED BY '$pass';
+GRANT ALL PRIVILEGES ON *.* TO '$user'@'127.0.0.2' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS '${user}_x509'@'127.0.0.1' IDENTIFIED BY '$pass' REQUIRE X509;
+GRANT ALL PRIVILEGES ON *.* TO '${user}_x509'@'127.0.0.1';
+SQL
+  fi
   echo "dlock test database running on 127.0.0.1:$port (pid $(server_pid))"
 }
 
@@ -119,9 +207,21 @@ case "${1:-}" in
   kill) crash ;;
   stop) stop ;;
   status) server_pid >/dev/null && answers ;;
-  url) echo "mysql://$user:$pass@127.0.0.1:$port/$database" ;;
+  url)
+    if [ "$tls" = 1 ]; then
+      echo "mysql://$user:$pass@127.0.0.1:$port/$database?ssl_mode=verify_identity&ssl_ca=$(url_encode "$certs/ca.pem")"
+    else
+      echo "mysql://$user:$pass@127.0.0.1:$port/$database"
+    fi
+    ;;
+  certs) echo "$certs" ;;
   pid) server_pid ;;
-  client) shift; mariadb --no-defaults -h127.0.0.1 -P"$port" -u"$user" -p"$pass" "$database" "$@" ;;
+  client)
+    shift
+    tls_client=()
+    [ "$tls" = 1 ] && tls_client=(--ssl-ca="$certs/ca.pem" --ssl-verify-server-cert)
+    mariadb --no-defaults "${tls_client[@]}" -h127.0.0.1 -P"$port" -u"$user" -p"$pass" "$database" "$@"
+    ;;
   wipe) stop; rm -rf "$dir" ;;
-  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

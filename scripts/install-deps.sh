@@ -9,13 +9,14 @@ set -euo pipefail
 # prometheus-cpp-dev for the optional Prometheus adapter and its test; and
 # the MariaDB server binaries plus client tools for the
 # private test server (mariadb-server-core, not the mariadb-server service
-# package, which would start a system-wide server on systemd hosts).
+# package, which would start a system-wide server on systemd hosts); openssl
+# makes the TLS test server's throwaway certificates.
 packages=(
   g++ cmake make pkgconf dpkg-dev file
   libmysqlcppconn-dev libboost-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev
   libgtest-dev prometheus-cpp-dev
-  mariadb-server-core mariadb-client
+  mariadb-server-core mariadb-client openssl
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

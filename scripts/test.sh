@@ -27,15 +27,27 @@ build_args=()
 [ -n "$sanitize" ] && build_args+=(--sanitize "$sanitize")
 build_dir="$(bash "$root/scripts/build.sh" "${build_args[@]}" | tail -n 1)"
 
+# Two private servers: the plain one most tests use, and a TLS-only one
+# (scripts/db.sh --tls) for the TLS tests.
 started_db=0
+started_tls_db=0
+cleanup() {
+  [ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true
+  [ "$started_tls_db" = 1 ] && "$root/scripts/db.sh" --tls stop >/dev/null || true
+}
+trap cleanup EXIT
 if ! "$root/scripts/db.sh" status; then
   "$root/scripts/db.sh" start
   started_db=1
 fi
-cleanup() { [ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true; }
-trap cleanup EXIT
+if ! "$root/scripts/db.sh" --tls status; then
+  "$root/scripts/db.sh" --tls start
+  started_tls_db=1
+fi
 
 export DLOCK_TEST_URL="$("$root/scripts/db.sh" url)"
+export DLOCK_TEST_TLS_URL="$("$root/scripts/db.sh" --tls url)"
+export DLOCK_TEST_TLS_DIR="$("$root/scripts/db.sh" --tls certs)"
 export DLOCK_TEST_DB_PID="$("$root/scripts/db.sh" pid)"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -32,6 +32,28 @@ std::string label(const ::prometheus::ClientMetric& m, const std::string& name) 
   return "";
 }
 
+// docs/security.md: a client's metrics carry no connection detail, so no
+// label can show its password (labels are kinds, results, causes and the
+// caller's own).
+TEST(PrometheusFamilies, NoLabelCarriesTheClientsPassword) {
+  Options o = test::fresh_options();
+  o.user = "dlock_prom_secret";
+  o.password = "Prom-S3cret-9x";
+  test::execute_sql("CREATE USER IF NOT EXISTS '" + o.user + "'@'127.0.0.1' IDENTIFIED BY '" + o.password + "'");
+  test::execute_sql("GRANT ALL PRIVILEGES ON *.* TO '" + o.user + "'@'127.0.0.1'");
+  DatabaseDistributedLock client(o);
+  client.lock("n");
+  client.unlock("n");
+  for (const auto& f : prometheus::to_families(client.metrics(), {{"client", "billing"}})) {
+    EXPECT_EQ(f.help.find(o.password), std::string::npos) << f.name;
+    for (const auto& m : f.metric)
+      for (const auto& l : m.label) {
+        EXPECT_EQ(l.value.find(o.password), std::string::npos) << f.name << " " << l.name;
+        EXPECT_EQ(l.value.find(o.user), std::string::npos) << f.name << " " << l.name;
+      }
+  }
+}
+
 TEST(PrometheusFamilies, ASnapshotBecomesFixedFamiliesWithCumulativeBuckets) {
   Metrics m;
   m.kinds[index(MetricKind::kSemaphore)].acquisitions[index(AcquireResult::kTimedOut)] = 4;

@@ -36,6 +36,23 @@ std::string url_for(const Options& o, const std::string& more) {
                            "&poll_interval_ms=" + std::to_string(o.poll_interval.count()) + more);
 }
 
+std::string tls_certificates() {
+  const char* dir = std::getenv("DLOCK_TEST_TLS_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : std::string(DLOCK_SOURCE_DIR) + "/.dlock/db-tls/tls";
+}
+
+std::string tls_database_url() {
+  const char* url = std::getenv("DLOCK_TEST_TLS_URL");
+  if (url != nullptr && *url != '\0') return url;
+  return "mysql://dlock:dlock-test@127.0.0.1:33307/dlock_test?ssl_mode=verify_identity&ssl_ca=" + tls_certificates() +
+         "/ca.pem";
+}
+
+void execute_tls_sql(const std::string& sql) {
+  auto c = details::Connection::open(details::ConnectionSettings::from(Options::from_url(tls_database_url())));
+  c->execute_plain(sql);
+}
+
 bool fast_wakeup_enabled() {
   const char* value = std::getenv("DLOCK_TEST_FAST_WAKEUP");
   return value == nullptr || std::string(value) != "0";

@@ -82,6 +82,15 @@ bool wait_for_waiters(const DatabaseDistributedLock& client, MetricKind kind, st
 // soon as it fails (for "this must not happen meanwhile" checks).
 bool holds_throughout(const std::function<bool()>& condition, std::chrono::milliseconds window);
 
+// The TLS-only test server (scripts/db.sh --tls): its URL (DLOCK_TEST_TLS_URL,
+// else what that script prints by default: ssl_mode=verify_identity with the
+// test CA), the directory of its throwaway certificates (DLOCK_TEST_TLS_DIR:
+// ca.pem, other-ca.pem, client.pem, client-key.pem, capath/,
+// crl/revoked.crl, crl/empty.crl), and one statement run there.
+std::string tls_database_url();
+std::string tls_certificates();
+void execute_tls_sql(const std::string& sql);
+
 // Process id of the private server (scripts/db.sh pid, else
 // DLOCK_TEST_DB_PID); 0 if unknown.
 long database_pid();
