@@ -17,6 +17,12 @@ namespace dlock::cli {
 
 namespace {
 
+// Where the snapshot was read, and whether the session was encrypted.
+std::string connection_line(const Activity& activity) {
+  return "connection: " + activity.server +
+         (activity.tls_cipher.empty() ? ", not encrypted" : ", encrypted (TLS, " + activity.tls_cipher + ")");
+}
+
 int status_rows(const Options& options, const std::vector<std::string>& names, bool json) {
   ActivityQuery query;
   query.names = names;
@@ -37,13 +43,14 @@ int status_rows(const Options& options, const std::vector<std::string>& names, b
   }
   if (activity.holds.empty() && activity.waiters.empty() && free_names.empty()) {
     std::cout << "no lock is held in " << options.database << "." << options.table << "\n";
-    return kExitOk;
+  } else {
+    if (!activity.holds.empty() || !free_names.empty()) std::cout << format_cells(hold_cells(activity.holds, free_names));
+    if (!activity.waiters.empty()) {
+      if (!activity.holds.empty() || !free_names.empty()) std::cout << "\n";
+      std::cout << format_cells(waiter_cells(activity.waiters));
+    }
   }
-  if (!activity.holds.empty() || !free_names.empty()) std::cout << format_cells(hold_cells(activity.holds, free_names));
-  if (!activity.waiters.empty()) {
-    if (!activity.holds.empty() || !free_names.empty()) std::cout << "\n";
-    std::cout << format_cells(waiter_cells(activity.waiters));
-  }
+  std::cout << connection_line(activity) << "\n";
   return kExitOk;
 }
 

@@ -47,13 +47,37 @@ constexpr const char* kExitCodesHelp =
     "Durations: seconds (5, 0.5) or with units: 500ms, 1.5s, 1m30s, 2h.\n"
     "Connection: --url mysql://user[:password]@host:port[,host:port...]/database[?table=T&...]\n"
     "or DLOCK_URL; the password may instead come from DLOCK_PASSWORD or\n"
-    "--password-file (so it need not appear in ps).";
+    "--password-file (so it need not appear in ps). TLS: the --ssl-* options (or\n"
+    "DLOCK_SSL_MODE, DLOCK_SSL_CA, ..., or ssl_mode=, ssl_ca=, ... in the URL).";
 
 struct Global {
   std::string url;
   std::string table;
   std::string password_file;
   bool verbose = false;
+  // --ssl-mode, --ssl-ca, ...: each replaces the URL's parameter of that
+  // name when given (Options::ssl_mode, ...).
+  Options tls;
+};
+
+// The TLS options of the command: name, environment variable, the field
+// of Global::tls it fills, and its help.
+struct TlsFlag {
+  const char* flag;
+  const char* env;
+  std::string Options::*field;
+  const char* help;
+};
+constexpr TlsFlag kTlsFlags[] = {
+    {"--ssl-mode", "DLOCK_SSL_MODE", &Options::ssl_mode,
+     "disabled, preferred, required, verify_ca or verify_identity (default: verify_identity with --ssl-ca or "
+     "--ssl-capath, else preferred)"},
+    {"--ssl-ca", "DLOCK_SSL_CA", &Options::ssl_ca, "PEM file of the certificate authorities to trust"},
+    {"--ssl-capath", "DLOCK_SSL_CAPATH", &Options::ssl_capath, "directory of trusted CA certificates (openssl rehash)"},
+    {"--ssl-cert", "DLOCK_SSL_CERT", &Options::ssl_cert, "PEM client certificate (with --ssl-key)"},
+    {"--ssl-key", "DLOCK_SSL_KEY", &Options::ssl_key, "PEM private key of --ssl-cert"},
+    {"--ssl-crl", "DLOCK_SSL_CRL", &Options::ssl_crl, "PEM certificate revocation list"},
+    {"--ssl-cipher", "DLOCK_SSL_CIPHER", &Options::ssl_cipher, "permitted ciphers, OpenSSL names separated by ':'"},
 };
 
 // The password when the URL has none: --password-file (its first line), else
@@ -76,6 +100,8 @@ Options resolve_options(const Global& g) {
   Options o = Options::from_url(g.url);
   if (!g.table.empty()) o.table = g.table;
   if (o.password.empty()) o.password = password_from(g);
+  for (const auto& flag : kTlsFlags)
+    if (!(g.tls.*flag.field).empty()) o.*flag.field = g.tls.*flag.field;
   details::validate_options(o);
   return o;
 }
@@ -133,6 +159,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", g.verbose, "log the library's debug output to stderr");
   app.add_option("--password-file", g.password_file,
                  "read the password from the first line of this file (when the URL has none)");
+  for (const auto& flag : kTlsFlags)
+    app.add_option(flag.flag, g.tls.*flag.field, flag.help)->envname(flag.env)->group("TLS to the database");
   app.set_version_flag("-V,--version", std::string("dlock ") + DLOCK_VERSION_STRING);
 
   RunArgs run;
