@@ -923,6 +923,70 @@ struct Bench {
     }
   }
 
+  // 12. TLS: the uncontended cycle over encrypted sessions (the TLS-only
+  // test server, ssl_mode verify_identity) beside plaintext (the plain
+  // server), each with its floor, interleaved cycle by cycle.
+  void tls(const std::string& tls_url) {
+    const int cycles = quick ? 100 : 400;
+    const int rounds = quick ? 3 : 8;
+    drop_bench_tables(tls_url);
+    ServerStats tls_stats(tls_url);
+    struct Entry {
+      std::string label;
+      std::unique_ptr<Contender> contender;
+      ServerStats* counter;
+      std::unique_ptr<Session> session;
+      double statements = 0;
+      std::vector<double> samples;
+    };
+    std::vector<Entry> entries;
+    entries.push_back({"floor, plaintext", make_contender("floor", url), &stats, nullptr, 0, {}});
+    entries.push_back({"dlock, plaintext", make_contender("dlock-watchdog", url), &stats, nullptr, 0, {}});
+    entries.push_back({"floor, TLS", make_contender("floor", tls_url), &tls_stats, nullptr, 0, {}});
+    entries.push_back({"dlock, TLS", make_contender("dlock-watchdog", tls_url), &tls_stats, nullptr, 0, {}});
+    for (auto& e : entries) {
+      e.contender->prepare({"tls"});
+      e.session = e.contender->session();
+      e.statements = statements_per_cycle(*e.session, "tls", cycles, *e.counter);
+    }
+    std::vector<Entry*> order;
+    for (auto& e : entries) order.push_back(&e);
+    std::mt19937 shuffle_rng(20261128);
+    for (int i = 0; i < rounds * cycles / 2; ++i) {
+      std::shuffle(order.begin(), order.end(), shuffle_rng);
+      for (Entry* e : order) {
+        const auto t0 = Clock::now();
+        e->session->lock("tls");
+        e->session->unlock("tls");
+        e->samples.push_back(ms(Clock::now() - t0));
+      }
+    }
+    report.section("12. TLS: the uncontended cycle encrypted, beside plaintext",
+                   "lock + unlock on one client, interleaved cycle by cycle with the floor on raw connections. "
+                   "Plaintext: the private server; TLS: the TLS-only test server (ssl_mode verify_identity; it "
+                   "also runs performance_schema), so each is compared with its own server's floor.");
+    std::map<std::string, Summary> sum;
+    for (auto& e : entries) sum[e.label] = summarize(e.samples);
+    std::vector<std::vector<std::string>> rows;
+    std::string json = "{";
+    for (auto& e : entries) {
+      const std::string floor_label = e.label.find("TLS") != std::string::npos ? "floor, TLS" : "floor, plaintext";
+      rows.push_back({e.label, num(e.statements, 2), num(sum[e.label].median), num(sum[e.label].p99),
+                      num(sum[e.label].median / sum[floor_label].median, 2)});
+      json += "\"" + e.label + "\": {\"statements\": " + num(e.statements, 2) + ", \"median_ms\": " +
+              num(sum[e.label].median) + ", \"p99_ms\": " + num(sum[e.label].p99) + "}, ";
+    }
+    report.table({"contender", "statements / cycle", "median ms", "p99 ms", "median vs its floor"}, rows);
+    report.json("tls", json.substr(0, json.size() - 2) + "}");
+    report.goal({"uncontended cycle over TLS: exactly 2 statements", num(entries[3].statements, 2),
+                 entries[3].statements == 2.0, true});
+    const double over_floor = sum["dlock, TLS"].median / sum["floor, TLS"].median;
+    report.goal({"uncontended latency over TLS: <= 1.05 x the floor over TLS", num(over_floor, 2) + " x",
+                 over_floor <= 1.05, false});
+    const double tls_cost = sum["dlock, TLS"].median / sum["dlock, plaintext"].median;
+    report.goal({"uncontended latency, TLS vs plaintext (reported)", num(tls_cost, 2) + " x", true, false});
+  }
+
   // 10. Election: resign() hands the leadership to a candidate in another
   // process, beside the plain lock's cross-process handoff and the floor in
   // the same run.
@@ -2085,7 +2149,7 @@ int main(int argc, char** argv) {
       return child_hot_fair(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]));
     if (!args.empty() && args[0] == "--child-throughput" && args.size() == 6)
       return child_throughput(args[1], args[2], std::stoi(args[3]), std::stoi(args[4]), args[5]);
-    std::string url, out_dir = "bench/results", only, cluster_url;
+    std::string url, out_dir = "bench/results", only, cluster_url, tls_url;
     bool quick = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (args[i] == "--url" && i + 1 < args.size()) {
@@ -2098,10 +2162,14 @@ int main(int argc, char** argv) {
         only = args[++i];
       } else if (args[i] == "--cluster-url" && i + 1 < args.size()) {
         cluster_url = args[++i];
+      } else if (args[i] == "--tls-url" && i + 1 < args.size()) {
+        tls_url = args[++i];
       } else {
-        std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL]\n"
+        std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL] "
+                     "[--tls-url URL]\n"
                      "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, election, multilock, metrics, fairness, starvation, wakeup, background, "
-                     "memory, async, cluster (needs --cluster-url: a node of a Galera cluster)\n";
+                     "memory, async, tls (needs --tls-url: the TLS test server), cluster (needs --cluster-url: a node of a Galera "
+                     "cluster)\n";
         return 2;
       }
     }
@@ -2140,6 +2208,7 @@ int main(int argc, char** argv) {
     if (selected("background")) bench.background();
     if (selected("memory")) bench.memory();
     if (selected("async")) bench.async_waits();
+    if (selected("tls") && !tls_url.empty()) bench.tls(tls_url);
     // Only when asked for: it needs a cluster beside the server.
     if (!cluster_url.empty() && ("," + only + ",").find(",cluster,") != std::string::npos) bench.cluster(cluster_url);
     else if (("," + only + ",").find(",cluster,") != std::string::npos) throw std::invalid_argument("--only cluster needs --cluster-url");

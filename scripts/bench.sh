@@ -28,11 +28,16 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 fi
 build_dir="$(bash "$root/scripts/build.sh" --release --build-dir "$root/build-release" | tail -n 1)"
 started_db=0
+started_tls_db=0
+stop_servers() {
+  [ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true
+  [ "$started_tls_db" = 1 ] && "$root/scripts/db.sh" --tls stop >/dev/null || true
+}
+trap stop_servers EXIT
 if ! "$root/scripts/db.sh" status; then
   "$root/scripts/db.sh" start
   started_db=1
 fi
-trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true' EXIT
 
 out="$root/bench/results"
 args=()
@@ -51,14 +56,20 @@ if [ "$cluster" = 1 ]; then
     "$root/scripts/cluster.sh" start
     started_cluster=1
   fi
-  trap '[ "$started_db" = 1 ] && "$root/scripts/db.sh" stop >/dev/null || true; [ "$started_cluster" = 1 ] && "$root/scripts/cluster.sh" stop >/dev/null || true' EXIT
+  trap 'stop_servers; [ "$started_cluster" = 1 ] && "$root/scripts/cluster.sh" stop >/dev/null || true' EXIT
   mkdir -p "$out"
   "$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" --only cluster \
     --cluster-url "$("$root/scripts/cluster.sh" url 1)" ${args[@]+"${args[@]}"}
   exit $?
 fi
 mkdir -p "$out"
-"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --out "$out" ${args[@]+"${args[@]}"}
+# The TLS scenario's encrypted sessions go to the TLS-only test server.
+if ! "$root/scripts/db.sh" --tls status; then
+  "$root/scripts/db.sh" --tls start
+  started_tls_db=1
+fi
+"$build_dir/bench/dlock_bench" --url "$("$root/scripts/db.sh" url)" --tls-url "$("$root/scripts/db.sh" --tls url)" \
+  --out "$out" ${args[@]+"${args[@]}"}
 # The charts need both scenarios' data (a run with --only may have neither).
 if command -v gnuplot >/dev/null 2>&1 && [ -f "$out/throughput.dat" ] && [ -f "$out/handoff.dat" ]; then
   gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
