@@ -141,3 +141,52 @@ TEST(HoldRegistry, KindsOfOneNameAreKeptApart) {
 
 }  // namespace
 }  // namespace dlock::details
+
+namespace dlock::details {
+namespace {
+
+// The deadline index the client's clock counts losses by, and the rule that
+// a hold past its deadline is never extended again.
+TEST(HoldRegistryDeadlines, DueHoldsComeInDeadlineOrderAndTheEarliestIsTold) {
+  HoldRegistry holds;
+  std::vector<SteadyTime> told;
+  holds.on_earlier_deadline([&](SteadyTime t) { told.push_back(t); });
+  const auto now = std::chrono::steady_clock::now();
+  record(holds, "late", 1, 11, 1, true, now + std::chrono::hours(1), 0, 0);
+  record(holds, "soon", 2, 12, 1, false, now - std::chrono::milliseconds(1), 0, 0);
+  EXPECT_EQ(holds.next_deadline(), now - std::chrono::milliseconds(1));
+  ASSERT_EQ(told.size(), 2u);
+  const auto due = holds.due(now);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].key.name, "soon");
+  // Lost: out of the index; released: too.
+  ASSERT_TRUE(holds.mark_lost(K("soon"), 2, due[0].generation).has_value());
+  EXPECT_TRUE(holds.due(now).empty());
+  EXPECT_EQ(holds.next_deadline(), now + std::chrono::hours(1));
+  ASSERT_TRUE(holds.take_one(K("late"), 1).has_value());
+  EXPECT_EQ(holds.next_deadline(), SteadyTime::max());
+}
+
+TEST(HoldRegistryDeadlines, AHoldPastItsDeadlineIsNeverExtendedOrReentered) {
+  HoldRegistry holds;
+  const auto now = std::chrono::steady_clock::now();
+  record(holds, "n", 1, 11, 1, true, now - std::chrono::milliseconds(5), 0, 0);
+  const auto refs = holds.watchdog_holds();
+  ASSERT_EQ(refs.size(), 1u);
+  // A renewal whose answer came after the deadline.
+  holds.extend(refs, now + std::chrono::seconds(30));
+  EXPECT_EQ(holds.find(K("n"), 1)->deadline, now - std::chrono::milliseconds(5)) << "brought back";
+  EXPECT_FALSE(holds.record_reentrant(K("n"), 1, refs[0].generation, 2, true, now + std::chrono::seconds(30)));
+  EXPECT_EQ(holds.due(std::chrono::steady_clock::now()).size(), 1u) << "still due: the clock counts it lost";
+  // One still within its deadline is extended.
+  record(holds, "m", 1, 12, 1, true, now + std::chrono::seconds(5), 0, 0);
+  std::vector<HoldRef> m;
+  for (const auto& r : holds.watchdog_holds())
+    if (r.key.name == "m") m.push_back(r);
+  holds.extend(m, now + std::chrono::seconds(30));
+  EXPECT_EQ(holds.find(K("m"), 1)->deadline, now + std::chrono::seconds(30));
+  EXPECT_EQ(holds.next_deadline(), now - std::chrono::milliseconds(5));
+}
+
+}  // namespace
+}  // namespace dlock::details

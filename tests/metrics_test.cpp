@@ -181,6 +181,31 @@ TEST(Metrics, ALostHoldIsCountedOnceUnderItsCause) {
   other.unlock("taken");
 }
 
+// The one loss path: a loss first found by an unlock (of a lock, of a set)
+// is told and counted like any other, once.
+TEST(Metrics, ALossFirstFoundAtUnlockIsToldAndCountedOnce) {
+  Options o = fresh_options();
+  auto told = std::make_shared<std::atomic<int>>(0);
+  o.on_lock_lost = [told](std::string_view, std::uint64_t) { ++*told; };
+  DatabaseDistributedLock client(o);
+  DatabaseDistributedLock other(same_table(o));
+  client.lock("forced");
+  ASSERT_TRUE(other.force_unlock("forced"));
+  client.unlock("forced");  // finds it gone
+  MultiLock set = client.get_multi_lock({"x", "y"});
+  set.lock();
+  ASSERT_TRUE(other.force_unlock("y"));
+  other.lock("y");
+  set.unlock();  // frees x, finds y taken over
+  ASSERT_TRUE(wait_until([&] { return told->load() == 2; }, 5s)) << "told " << told->load() << " time(s)";
+  const Metrics m = client.metrics();
+  const auto& lost = m.of(MetricKind::kLock).lost;
+  EXPECT_EQ(lost[index(LossCause::kForced)], 1u);
+  EXPECT_EQ(lost[index(LossCause::kTakenOver)], 1u);
+  EXPECT_TRUE(test::holds_throughout([&] { return told->load() == 2; }, 500ms)) << "told twice";
+  other.unlock("y");
+}
+
 // Whether the client's lock holds and permits have each been renewed `times`
 // times within `timeout`.
 bool lock_and_permit_renewed(DatabaseDistributedLock& client, std::uint64_t times, std::chrono::milliseconds timeout) {

@@ -173,10 +173,14 @@ struct DLOCK_API Options {
   // Logger. Default empty: the spdlog logger registered as "dlock", created
   // (stderr, level info) if absent.
   std::shared_ptr<spdlog::logger> logger;
-  // Called (from the library's io thread) when a hold is found lost: lease
-  // expired and taken over, force-unlocked, or renewal failed past the lease.
-  // Default empty: a warning is logged either way. Must not block for long;
-  // exceptions it throws are logged and swallowed.
+  // Called when a hold is found lost: its local deadline passed (renewals did
+  // not get through, or a fixed lease ran out before unlock()), or it was
+  // taken over or force-unlocked. Once per lost hold, within 100 ms of the
+  // local deadline whatever the database or the network does (from the
+  // client's clock thread, which runs no database work), and before the
+  // server lets another owner take the hold. Default empty: a warning is
+  // logged either way. Must not block for long (the next loss waits for
+  // it); exceptions it throws are logged and swallowed.
   std::function<void(std::string_view name, std::uint64_t fence)> on_lock_lost;
 
   // mysql://user:password@host:port[,host:port...]/database?table=T&pool_size=N

@@ -111,7 +111,7 @@ Activity read_activity(details::Connection& c, const details::HoldRows& rows, co
     h.fence = row.fence;
     h.acquired_at = std::move(row.acquired_at);
     h.held_for = us(row.held_for_us);
-    h.expires_in = us(row.ttl_us);
+    h.expires_in = us(row.ttl_us ? std::optional<std::int64_t>(details::owner_ttl_us(*row.ttl_us)) : std::nullopt);
     h.watchdog = row.watchdog;
     h.bound = *type == HoldType::kSemaphore ? row.bound : 0;
     if (*type == HoldType::kFairLock) {

@@ -153,9 +153,10 @@ bool Engine::reenter(HoldKind& k, const AcquireRequest& r, const Hold& local) {
     throw_lost(r.key, local.fence);
   }
   if (!holds_.record_reentrant(r.key, r.owner, local.generation, next, r.watchdog, sent + r.lease)) {
-    // The watchdog found the hold lost while the statement ran (its local
-    // lease had run out). A lost hold stays lost: the caller has been told,
-    // so free the row rather than leave it held for nobody.
+    // Its local deadline passed while the statement ran (the clock counts
+    // it lost, if it has not yet). A lost hold stays lost: the caller is
+    // told, so free the row rather than leave it held for nobody.
+    note_lost(r.key, r.owner, local.generation, "its local lease deadline passed");
     free_quietly(k, row, local.hold_id);
     throw_lost(r.key, local.fence);
   }

@@ -88,7 +88,7 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   for (auto& r : live) {
     const auto it = rows.find(std::make_tuple(r.key.kind, r.key.name, r.hold_id));
     if (it != rows.end() && it->second.held_by(r.hold_id)) {
-      const std::int64_t ttl_us = std::max<std::int64_t>(0, it->second.ttl_us.value_or(0));
+      const std::int64_t ttl_us = std::max<std::int64_t>(0, owner_ttl_us(it->second.ttl_us.value_or(0)));
       holds_.extend({r}, read_sent + Micros(ttl_us));
       shown_live.emplace_back(ttl_us, r);
     } else {
@@ -105,6 +105,25 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   renewed_ones.reserve(counted);
   for (std::size_t i = 0; i < counted; ++i) renewed_ones.push_back(std::move(shown_live[i].second));
   count_renewals(renewed_ones);
+}
+
+void Engine::renew_or_retry(const IoThread::ConnectionSource& connection) {
+  try {
+    renew_tick(connection);
+  } catch (...) {
+    if (metrics_) metrics_->watchdog_tick_failed();
+    // Again soon, not a renewal period later: a database back within the
+    // lease must find its holds renewed before their deadlines.
+    if (!renew_retry_armed_ && !holds_.watchdog_holds().empty()) {
+      renew_retry_armed_ = true;
+      io_.after(std::min(kRenewRetry, renew_period()), "renewing leases again",
+                [this](const IoThread::ConnectionSource& c) {
+                  renew_retry_armed_ = false;
+                  renew_or_retry(c);
+                });
+    }
+    throw;  // the io thread logs it
+  }
 }
 
 void Engine::count_renewals(const std::vector<HoldRef>& renewed) {
@@ -198,7 +217,7 @@ std::optional<Millis> Engine::remaining_ttl(NameKeyView key) {
   CallBudget budget(options_.io_timeout);
   const auto ttl = kind(key.kind).ttl_us(*this, key.name);
   if (!ttl) return std::nullopt;
-  return Millis(std::max<std::int64_t>(0, *ttl / 1000));
+  return Millis(std::max<std::int64_t>(0, owner_ttl_us(*ttl) / 1000));
 }
 
 std::optional<Hold> Engine::local_hold(NameKeyView key, std::uint64_t owner) const {

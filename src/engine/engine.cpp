@@ -39,9 +39,14 @@ ConnectionSettings counted_settings(const Options& options, std::shared_ptr<Metr
   return s;
 }
 
-ConnectionSettings io_settings(const ConnectionSettings& settings) {
+// The io thread's statements (renewals, polls, marks, rings) wait at most a
+// renewal period for an answer, never less than two seconds (above the row
+// lock wait): a statement lost in a partition must not keep the next
+// renewal waiting for all of io_timeout.
+ConnectionSettings io_settings(const ConnectionSettings& settings, Millis renew_period) {
   ConnectionSettings s = settings;
   s.lock_wait_seconds = 1;
+  s.io_timeout = std::clamp(renew_period, Millis(2'000), std::max(Millis(2'000), settings.io_timeout));
   return s;
 }
 
@@ -72,9 +77,11 @@ Engine::Engine(Options options)
       elections_(rows_),
       schema_(options_.table, logger_),
       pool_(settings_, options_.pool_size),
-      io_(io_settings(settings_), logger_),
+      clock_([this] { return count_due_losses(); }),
+      io_(io_settings(settings_, renew_period()), logger_),
       async_(options_.pool_size) {
   waiters_.count_wakes_in(metrics_.get());
+  holds_.on_earlier_deadline([this](SteadyTime when) { clock_.wake_at(when); });
 }
 
 void Engine::add_kind(std::unique_ptr<HoldKind> kind) {
@@ -102,14 +109,7 @@ void Engine::start() {
       return 0;
     });
   }
-  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) {
-    try {
-      renew_tick(c);
-    } catch (...) {
-      if (metrics_) metrics_->watchdog_tick_failed();
-      throw;  // the io thread logs it
-    }
-  });
+  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) { renew_or_retry(c); });
   io_.every(options_.poll_interval, "polling waited-for names",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
   if (options_.fast_wakeup) {
@@ -146,6 +146,7 @@ void Engine::start() {
                     "waiters in this client rely on polling");
     }
   }
+  clock_.start();
   io_.start();
   started_ = true;
   logger_->debug("dlock: client {} connected to {}/{} table {}", machine_id_,
@@ -155,6 +156,8 @@ void Engine::start() {
 
 Engine::~Engine() {
   closing_ = true;  // no on_lock_lost from here on (notify_lost checks it)
+  // No hold is counted lost while the client goes: its holds are released.
+  clock_.stop();
   // Pending asynchronous waits end with Cancelled; running statements
   // finish; then the workers stop.
   async_.shutdown();
@@ -386,31 +389,39 @@ void Engine::clear_mark(const NameKey& key, Connection& c) {
 
 void Engine::note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why,
                        bool taken_over) {
-  auto hold = holds_.mark_lost(key, owner, generation);
-  if (!hold) return;
+  const auto hold = holds_.mark_lost(key, owner, generation);
+  if (hold) report_loss(key, *hold, why, taken_over);  // else: not there, or lost and told before
+}
+
+void Engine::note_lost(NameKeyView key, const Hold& released, const char* why, bool taken_over) {
+  report_loss(key, released, why, taken_over);
+}
+
+void Engine::report_loss(NameKeyView key, const Hold& hold, const char* why, bool taken_over) {
   if (metrics_) {
-    const LossCause cause = taken_over                       ? LossCause::kTakenOver
-                            : std::chrono::steady_clock::now() < hold->deadline ? LossCause::kForced
-                                                            : LossCause::kLeaseRanOut;
+    const LossCause cause = taken_over                                            ? LossCause::kTakenOver
+                            : std::chrono::steady_clock::now() < hold.deadline ? LossCause::kForced
+                                                                                 : LossCause::kLeaseRanOut;
     metrics_->lost(metric_kind(key.kind), cause);
   }
   // Ring now rather than never: waiters elsewhere may be blocked on the lost
   // hold's bell while the row is free, expired or taken by someone else.
-  if (hold->bell_session != 0) ring_when_idle(hold->bell_session);
+  // On the io thread: a finder of a loss (the clock) may run no statement.
+  if (hold.bell_session != 0) {
+    io_.post("ringing a lost hold's bell",
+             [this, session = hold.bell_session](const IoThread::ConnectionSource&) { ring_when_idle(session); });
+  }
   HoldKind& k = kind(key.kind);
-  report_lost(key, k.traits.reports_fence ? hold->fence : 0, why);
+  const std::uint64_t fence = k.traits.reports_fence ? hold.fence : 0;
+  logger_->warn("dlock: {} hold on {} (fence {}) lost: {}", kind_name(key.kind), printable(key.name), fence, why);
+  notify_lost(key.name, fence);
   // A local waiter refused because this hold looked live asks again.
   k.wake(waiters_, key.name);
 }
 
-void Engine::report_lost(NameKeyView key, std::uint64_t fence, const char* why) {
-  logger_->warn("dlock: {} hold on {} (fence {}) lost: {}", kind_name(key.kind), printable(key.name), fence, why);
-  notify_lost(key.name, fence);
-}
-
 void Engine::notify_lost(std::string_view name, std::uint64_t fence) {
   if (!options_.on_lock_lost || closing_) return;
-  io_.post([this, owned = std::string(name), fence] {
+  clock_.post([this, owned = std::string(name), fence] {
     if (closing_) return;  // the client may have started closing since this was posted
     try {
       options_.on_lock_lost(owned, fence);
@@ -420,6 +431,13 @@ void Engine::notify_lost(std::string_view name, std::uint64_t fence) {
       logger_->error("dlock: on_lock_lost threw a non-standard exception");
     }
   });
+}
+
+SteadyTime Engine::count_due_losses() {
+  for (const auto& r : holds_.due(std::chrono::steady_clock::now()))
+    note_lost(r.key, r.owner, r.generation, "its local lease deadline passed (renewals did not get through, or a "
+                                            "fixed lease ran out before its release)");
+  return holds_.next_deadline();
 }
 
 void Engine::hint_free_if_held_here(NameKeyView key) {

@@ -18,9 +18,14 @@
 //   watchdog-mode hold of every kind in one statement per tick (around a
 //   row another transaction has locked); the poller asks each kind about
 //   the names local threads wait for.
-// - Losses: a hold found lost is marked lost (its owner's next acquire
-//   throws LockLostError until it has made its unlock() calls), its bell
-//   rung, reported to on_lock_lost once, and its waiters woken.
+// - Losses: a hold found lost (at its local deadline by the clock, or by
+//   any statement) is marked lost (its owner's next acquire throws
+//   LockLostError until it has made its unlock() calls), counted, its bell
+//   rung, reported to on_lock_lost once, and its waiters woken: note_lost,
+//   the one loss path.
+// - Time: the clock (runtime/clock_thread.hpp) runs no database work: it
+//   counts each hold lost at its local deadline and calls on_lock_lost, so
+//   neither waits behind a statement.
 // - Unknown outcomes (run_reconciled): a statement whose connection died is
 //   reconciled by reading on a new connection what its hold id shows, never
 //   by running it blindly again.
@@ -49,6 +54,7 @@
 #include "engine/request.hpp"
 #include "metrics/metric_counters.hpp"
 #include "runtime/async_operations.hpp"
+#include "runtime/clock_thread.hpp"
 #include "runtime/io_thread.hpp"
 #include "sql/connection_pool.hpp"
 #include "sql/election_rows.hpp"
@@ -280,16 +286,18 @@ class Engine {
   // maintain: a hold granted with a lease shorter than watchdog_timeout).
   void renew_now(const IoThread::ConnectionSource& connection) { renew_tick(connection); }
 
-  // ---- losses
-  // Logs a lost hold and calls on_lock_lost (on the io thread).
-  void report_lost(NameKeyView key, std::uint64_t fence, const char* why);
-  // Marks the hold of `generation` lost, rings its bell, reports it once
-  // and wakes its waiters. `taken_over`: the row showed another live holder.
-  // The cause counted (LossCause): kTakenOver if so, else kForced while the
-  // hold's local lease still ran (a take elsewhere needs it ended, so only a
-  // force-unlock frees it sooner), else kLeaseRanOut.
+  // ---- losses: the one path every finder of a loss takes
+  // Marks the hold of `generation` lost and reports it, once: counted under
+  // its cause, its bell rung, logged, on_lock_lost called (on the clock's
+  // thread), its waiters woken. `taken_over`: the row showed another live
+  // holder. The cause counted (LossCause): kTakenOver if so, else kForced
+  // while the hold's local lease still ran (a take elsewhere needs it
+  // ended, so only a force-unlock frees it sooner), else kLeaseRanOut.
   void note_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation, const char* why,
                  bool taken_over = false);
+  // The same for a hold its release took out of the registry (`released`,
+  // as it was) and then found lost: reported from that.
+  void note_lost(NameKeyView key, const Hold& released, const char* why, bool taken_over = false);
   // A "seen free" hint on `key` if a local hold on it looks live (the
   // poller or a force-unlock here saw the row free): the next attempt asks
   // the database rather than waiting for that hold.
@@ -333,6 +341,9 @@ class Engine {
   static constexpr Millis kYieldAfterChain{5};
   // How long a name stays marked as waited for elsewhere after a ring.
   static constexpr Millis kRingAtOnceFor{1'000};
+  // How soon a failed renewal is tried again (never later than the next
+  // tick either).
+  static constexpr Millis kRenewRetry{250};
   std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
   void enable_handoffs(bool on) noexcept { handoffs_enabled_.store(on, std::memory_order_relaxed); }
   void set_handoff_chain_for_tests(Millis bound) noexcept {
@@ -395,13 +406,18 @@ class Engine {
   SetAttempt attempt_set(const std::vector<std::string>& names, std::uint64_t owner, bool watchdog, Millis lease);
   std::vector<std::unique_lock<std::mutex>> lock_set_stripes(const std::vector<std::string>& names, std::uint64_t owner);
   void free_set(const std::vector<std::pair<std::string, Hold>>& last);
-  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences, SteadyTime sent);
+  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent);
   bool waited_by_a_set(std::string_view name) const;
   void rang_for_waiters_elsewhere(NameKeyView key);
   void ring_when_idle(std::uint64_t session);
   void restamp_after_ring(Connection& c, const std::string& rung);
   void free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id);
+  // note_lost's body, for a hold no longer live in the registry.
+  void report_loss(NameKeyView key, const Hold& hold, const char* why, bool taken_over);
   void notify_lost(std::string_view name, std::uint64_t fence);
+  // The clock's tick: counts lost every hold whose deadline has passed;
+  // returns the next deadline.
+  SteadyTime count_due_losses();
   // Clears this client's waiting mark on `key`: at once when its waiters
   // gave up (others may go now), on the io thread when one acquired (the
   // hold keeps others out meanwhile, and the acquire returns sooner).
@@ -415,6 +431,9 @@ class Engine {
   void clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection);
   Millis renew_period() const;
   void renew_tick(const IoThread::ConnectionSource& connection);
+  // A renewal tick, and when it fails, another one soon (kRenewRetry)
+  // until one gets through: the holds' deadlines are what is at stake.
+  void renew_or_retry(const IoThread::ConnectionSource& connection);
   void count_renewals(const std::vector<HoldRef>& renewed);
   void poll_tick(const IoThread::ConnectionSource& connection);
   void release_all_at_shutdown();
@@ -468,6 +487,8 @@ class Engine {
   NameKeyMap<bool> marks_to_clear_;
   std::atomic<std::size_t> marks_to_clear_count_{0};
   bool renew_around_locked_rows_ = false;  // io thread only: see renew_tick
+  bool renew_retry_armed_ = false;         // io thread only: see renew_or_retry
+  ClockThread clock_;  // stopped first in the destructor
   IoThread io_;  // stopped in the destructor once the watcher has stopped
   std::unique_ptr<BellWatcher> bells_;  // null without fast wake-up; stopped first in the destructor, destroyed after io_ stops
   AsyncOperations async_;               // shut down first in the destructor

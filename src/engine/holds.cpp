@@ -1,6 +1,7 @@
 #include "engine/holds.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace dlock::details {
 
@@ -79,11 +80,26 @@ void HoldRegistry::forget_session(std::uint64_t session, const HoldKey& key) {
   if (it->second.empty() && by_session_.size() > kSessionsKept) by_session_.erase(it);
 }
 
+void HoldRegistry::index_deadline(const HoldKey& key, const Hold& hold, SteadyTime& earliest) {
+  deadlines_.emplace(hold.deadline, hold.generation);
+  by_generation_.insert_or_assign(hold.generation, key);
+  earliest = std::min(earliest, hold.deadline);
+}
+
+void HoldRegistry::unindex_deadline(const Hold& hold) {
+  if (by_generation_.erase(hold.generation) != 0) deadlines_.erase({hold.deadline, hold.generation});
+}
+
+void HoldRegistry::tell_earlier(SteadyTime earliest) const {
+  if (earliest != SteadyTime::max() && earlier_deadline_) earlier_deadline_(earliest);
+}
+
 void HoldRegistry::record_fresh(NameKeyView name, std::uint64_t owner, const Hold& hold) {
   Hold h = hold;
   h.lost = false;
   if (h.acquired == SteadyTime{}) h.acquired = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> guard(mutex_);
+  SteadyTime earliest = SteadyTime::max();
+  std::unique_lock<std::mutex> guard(mutex_);
   h.generation = next_generation_++;
   auto it = names_.find(name);
   if (it == names_.end()) {
@@ -97,23 +113,35 @@ void HoldRegistry::record_fresh(NameKeyView name, std::uint64_t owner, const Hol
   const HoldKey key{&*it, owner};
   if (OwnerHold* existing = owner_in(holds, owner)) {
     forget_session(existing->hold.bell_session, key);
+    unindex_deadline(existing->hold);
     existing->hold = h;
   } else {
     holds.owners.push_back(OwnerHold{owner, h});
     ++holds_;
   }
   add_session(h.bell_session, key);
+  index_deadline(key, h, earliest);
+  guard.unlock();
+  tell_earlier(earliest);
 }
 
 bool HoldRegistry::record_reentrant(NameKeyView name, std::uint64_t owner, std::uint64_t generation,
                                     unsigned count, bool watchdog, SteadyTime deadline) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  OwnerHold* found = find_locked(name, owner);
-  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return false;
-  Hold& h = found->hold;
-  h.count = count;
-  h.watchdog = watchdog;
-  h.deadline = deadline;
+  SteadyTime earliest = SteadyTime::max();
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    const auto it = names_.find(name);
+    OwnerHold* found = it == names_.end() ? nullptr : owner_in(it->second, owner);
+    if (found == nullptr || found->hold.generation != generation || found->hold.lost) return false;
+    Hold& h = found->hold;
+    if (h.deadline <= std::chrono::steady_clock::now()) return false;  // past its deadline: lost
+    unindex_deadline(h);
+    h.count = count;
+    h.watchdog = watchdog;
+    h.deadline = deadline;
+    index_deadline(HoldKey{&*it, owner}, h, earliest);
+  }
+  tell_earlier(earliest);
   return true;
 }
 
@@ -128,6 +156,7 @@ std::optional<Hold> HoldRegistry::take_one(NameKeyView name, std::uint64_t owner
   if (--found->hold.count == 0) {
     forget_live(holds, owner);
     forget_session(before.bell_session, HoldKey{&*it, owner});
+    unindex_deadline(before);
     *found = std::move(holds.owners.back());
     holds.owners.pop_back();
     --holds_;
@@ -144,6 +173,7 @@ std::optional<Hold> HoldRegistry::mark_lost(NameKeyView name, std::uint64_t owne
   if (found == nullptr || found->hold.generation != generation || found->hold.lost) return std::nullopt;
   found->hold.lost = true;
   forget_live(it->second, owner);
+  unindex_deadline(found->hold);
   Hold before = found->hold;
   forget_session(before.bell_session, HoldKey{&*it, owner});
   found->hold.bell_session = 0;
@@ -171,13 +201,44 @@ std::vector<HoldRef> HoldRegistry::watchdog_holds() const {
 }
 
 void HoldRegistry::extend(const std::vector<HoldRef>& refs, SteadyTime deadline) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  for (const auto& r : refs) {
-    OwnerHold* found = find_locked(r.key, r.owner);
-    if (found == nullptr) continue;
-    Hold& h = found->hold;
-    if (h.generation == r.generation && !h.lost && h.watchdog && h.deadline < deadline) h.deadline = deadline;
+  const auto now = std::chrono::steady_clock::now();
+  SteadyTime earliest = SteadyTime::max();
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (const auto& r : refs) {
+      const auto it = names_.find(r.key);
+      OwnerHold* found = it == names_.end() ? nullptr : owner_in(it->second, r.owner);
+      if (found == nullptr) continue;
+      Hold& h = found->hold;
+      // Past its deadline, a hold is lost (the clock says so at once),
+      // whatever a late answer says.
+      if (h.generation != r.generation || h.lost || !h.watchdog || h.deadline >= deadline || h.deadline <= now)
+        continue;
+      unindex_deadline(h);
+      h.deadline = deadline;
+      index_deadline(HoldKey{&*it, r.owner}, h, earliest);
+    }
   }
+  tell_earlier(earliest);
+}
+
+std::vector<HoldRef> HoldRegistry::due(SteadyTime now) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<HoldRef> refs;
+  for (auto d = deadlines_.begin(); d != deadlines_.end() && d->first <= now; ++d) {
+    const auto where = by_generation_.find(d->second);
+    if (where == by_generation_.end()) continue;
+    const OwnerHold* h = owner_in(where->second.name->second, where->second.owner);
+    if (h == nullptr || h->hold.generation != d->second) continue;
+    refs.push_back(HoldRef{where->second.name->first, h->hold.slot, h->owner, h->hold.hold_id, h->hold.generation,
+                           h->hold.fence, h->hold.deadline});
+  }
+  return refs;
+}
+
+SteadyTime HoldRegistry::next_deadline() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return deadlines_.empty() ? SteadyTime::max() : deadlines_.begin()->first;
 }
 
 std::vector<HeldRow> HoldRegistry::live() const {

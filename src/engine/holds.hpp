@@ -16,6 +16,12 @@
 // generation, so the watchdog never confuses a hold with a later one on the
 // same key.
 //
+// Deadlines: the local lease deadlines of the live holds are kept in order
+// (due(), next_deadline()), so the client's clock counts each hold lost at
+// its deadline whatever else runs; a deadline that comes before every other
+// is told to the clock (on_earlier_deadline). A hold past its deadline is
+// never extended: once the deadline has passed, only losing it is left.
+//
 // Thread safety: every member is safe to call concurrently.
 #pragma once
 
@@ -26,6 +32,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -96,8 +103,8 @@ class HoldRegistry {
   // only of a lost hold that its owner still owed unlock() calls for.
   void record_fresh(NameKeyView key, std::uint64_t owner, const Hold& hold);
   // Records a reentrant acquire of the hold of `generation`: count, mode and
-  // deadline. False, changing nothing, if that hold is gone or was marked
-  // lost meanwhile (a lost hold is never revived).
+  // deadline. False, changing nothing, if that hold is gone, was marked
+  // lost meanwhile or is past its deadline (a lost hold is never revived).
   bool record_reentrant(NameKeyView key, std::uint64_t owner, std::uint64_t generation, unsigned count,
                         bool watchdog, SteadyTime deadline);
   // Consumes one hold for unlock(): returns the hold as it was before, and
@@ -113,8 +120,17 @@ class HoldRegistry {
 
   // Live watchdog-mode holds, for one renewal round.
   std::vector<HoldRef> watchdog_holds() const;
-  // Moves the deadline of each still-current hold in `refs` to `deadline`.
+  // Moves the deadline of each still-current hold in `refs` to `deadline`
+  // (later only), unless its deadline has already passed: a renewal whose
+  // answer came after the deadline does not bring the hold back.
   void extend(const std::vector<HoldRef>& refs, SteadyTime deadline);
+  // The live holds whose deadline is at or before `now`.
+  std::vector<HoldRef> due(SteadyTime now) const;
+  // The earliest deadline of a live hold; time_point::max() if none.
+  SteadyTime next_deadline() const;
+  // Called (outside the registry's lock) with a deadline just recorded that
+  // may be the earliest: the clock re-arms for it. Set before any hold.
+  void on_earlier_deadline(std::function<void(SteadyTime)> hook) { earlier_deadline_ = std::move(hook); }
   // Every live hold (shutdown).
   std::vector<HeldRow> live() const;
   // The live holds whose bell session is `session` (after that session's
@@ -164,6 +180,12 @@ class HoldRegistry {
   };
   void add_session(std::uint64_t session, const HoldKey& key);
   void forget_session(std::uint64_t session, const HoldKey& key);
+  // The deadline index (under mutex_): a live `hold` of `key` enters it (at
+  // its deadline, which may have moved), or leaves it. `earliest`: the
+  // earliest deadline entered, for tell_earlier once the lock is let go.
+  void index_deadline(const HoldKey& key, const Hold& hold, SteadyTime& earliest);
+  void unindex_deadline(const Hold& hold);
+  void tell_earlier(SteadyTime earliest) const;
   // Sessions whose set of holds is kept when it empties (a session takes
   // one hold after another): beyond this many sessions, empty sets go.
   static constexpr std::size_t kSessionsKept = 64;
@@ -175,6 +197,10 @@ class HoldRegistry {
   // The live holds of each bell session, for on_session() without a
   // scan (it runs at every release that rings).
   std::unordered_map<std::uint64_t, std::unordered_set<HoldKey, HoldKeyHash>> by_session_;
+  // The live holds' deadlines, in order, and where each generation is.
+  std::set<std::pair<SteadyTime, std::uint64_t>> deadlines_;
+  std::unordered_map<std::uint64_t, HoldKey> by_generation_;
+  std::function<void(SteadyTime)> earlier_deadline_;
   std::uint64_t next_generation_ = 1;
 };
 

@@ -282,9 +282,9 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
       continue;
     }
     if (freed < rows.size()) {
-      std::vector<std::uint64_t> fences;
-      for (std::size_t i : members) fences.push_back(last[i].second.fence);
-      report_set_losses(rows, fences, sent);
+      std::vector<Hold> holds;
+      for (std::size_t i : members) holds.push_back(last[i].second);
+      report_set_losses(rows, holds, sent);
     }
     for (const auto& row : rows) {
       const NameKeyView key{Kind::kLock, row.key.name};
@@ -294,8 +294,7 @@ void Engine::free_set(const std::vector<std::pair<std::string, Hold>>& last) {
   }
 }
 
-void Engine::report_set_losses(const std::vector<HeldRow>& rows, const std::vector<std::uint64_t>& fences,
-                               SteadyTime sent) {
+void Engine::report_set_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent) {
   // Some of the holds were no longer live when the release ran: those whose
   // row another hold took *before* it are reported, told by the new hold's
   // age, which then exceeds the time since the release was sent (a row the
@@ -308,7 +307,7 @@ void Engine::report_set_losses(const std::vector<HeldRow>& rows, const std::vect
         const HoldRow now = rows_.read(c, rows[i].key);
         const auto since_sent = std::chrono::duration_cast<Micros>(Clock::now() - sent).count();
         if (now.live && now.hold_id != rows[i].hold_id && now.held_for_us && *now.held_for_us > since_sent)
-          report_lost(NameKeyView{Kind::kLock, rows[i].key.name}, fences[i], "found already lost at unlock");
+          note_lost(NameKeyView{Kind::kLock, rows[i].key.name}, holds[i], "found already lost at unlock", true);
       }
       return 0;
     });

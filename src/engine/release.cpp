@@ -63,10 +63,9 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
     return;
   }
   if (!released) {
-    report_lost(key, k.traits.reports_fence ? before->fence : 0, "found already lost at unlock");
-    // A waiter refused here because this hold looked live asks again (a
-    // claimed one is woken by the claim's resolution).
-    if (!claim.waiter) k.wake(waiters_, key.name);
+    // Counted and told like every loss; its waiters are woken (a claimed
+    // one also by the claim's resolution).
+    note_lost(key, *before, "found already lost at unlock");
     return;
   }
   if (metrics_) metrics_->hold_ended(metric_kind(key.kind), Clock::now() - before->acquired);
@@ -160,8 +159,7 @@ Engine::Handoff Engine::hand_over(HoldKind& k, NameKeyView key, std::uint64_t ow
     // is a loss; the other releases as usual.
     if (!lost) lost = !read([&](Connection& c) { return rows_.find(c, row.kind, row.name, before.hold_id); });
     if (!lost) return Handoff::kDeclined;
-    report_lost(key, k.traits.reports_fence ? before.fence : 0, "found already lost at unlock (handing it over)");
-    if (before.bell_session != 0) ring_when_idle(before.bell_session);
+    note_lost(key, before, "found already lost at unlock (handing it over)");
     return Handoff::kLost;
   }
   Hold next;

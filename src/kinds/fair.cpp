@@ -332,9 +332,11 @@ class FairKind final : public HoldKind {
             Binder b(ps);
             b.text(r.key.name).i64(mark_us);
             b.text(r.key.name).u64(entry.slot).u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host);
-            b.u64(holder.pid).flag(r.watchdog).i64(entry.lease_us).text(bell_text).u64(e.client_key()).i64(mark_us);
+            // The grant writes the entry's lease as a hold's (written_lease_us).
+            const std::int64_t written = written_lease_us(entry.lease_us);
+            b.u64(holder.pid).flag(r.watchdog).i64(written).text(bell_text).u64(e.client_key()).i64(mark_us);
             b.u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host).u64(holder.pid).flag(r.watchdog);
-            b.i64(entry.lease_us).text(bell_text).u64(e.client_key()).i64(mark_us).i64(mark_us);
+            b.i64(written).text(bell_text).u64(e.client_key()).i64(mark_us).i64(mark_us);
             return execute_update(ps);
           });
         };
@@ -388,7 +390,7 @@ class FairKind final : public HoldKind {
     if (l.live && l.hold_id == entry.hold_id) {
       granted(r, entry, t);
       t.fence = l.fence;
-      t.ttl_us = l.ttl_us;
+      t.ttl_us = owner_ttl_us(l.ttl_us);
       return t;
     }
     if (!l.live && l.queued) {
@@ -403,7 +405,7 @@ class FairKind final : public HoldKind {
       if (l.live && l.hold_id == entry.hold_id) {
         granted(r, entry, t);
         t.fence = l.fence;
-        t.ttl_us = l.ttl_us;
+        t.ttl_us = owner_ttl_us(l.ttl_us);
         return t;
       }
     }

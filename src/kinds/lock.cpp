@@ -259,7 +259,7 @@ class LockKind final : public HoldKind {
     static const std::string kNoBell;
     const std::string& bell_text = bell != nullptr ? *bell : kNoBell;
     b.text(name).u64(1).flag(watchdog).u64(h.owner).u64(h.hold_id).text(h.label).text(h.host).u64(h.pid);
-    b.i64(lease_us).text(bell_text);
+    b.i64(written_lease_us(lease_us)).text(bell_text);
     if (value != nullptr) b.text(*value);
     const auto takeable = [&] { b.u64(h.hold_id).u64(e.client_key()); };
     takeable();                                  // fence
@@ -278,7 +278,7 @@ class LockKind final : public HoldKind {
     b.u64(h.hold_id).text(bell_text);            // bell
     b.u64(h.hold_id);                            // waiters
     b.u64(h.hold_id).u64(e.client_key());        // intent_id
-    b.u64(h.hold_id).i64(lease_us);              // expire_time
+    b.u64(h.hold_id).i64(written_lease_us(lease_us));  // expire_time
   }
 
   const bool election_;

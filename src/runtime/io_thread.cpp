@@ -4,6 +4,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
+
 namespace dlock::details {
 
 IoThread::IoThread(ConnectionSettings settings, std::shared_ptr<spdlog::logger> logger)
@@ -31,11 +33,25 @@ void IoThread::post(std::string what, Task task) {
   boost::asio::post(io_, [this, what = std::move(what), task = std::move(task)] { run_logged(what, task); });
 }
 
+void IoThread::after(Millis delay, std::string what, Task task) {
+  boost::asio::post(io_, [this, delay, what = std::move(what), task = std::move(task)]() mutable {
+    if (stopping_) return;
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_, delay);
+    one_shots_.push_back(timer);
+    timer->async_wait([this, timer, what = std::move(what), task = std::move(task)](const boost::system::error_code& ec) {
+      one_shots_.erase(std::find(one_shots_.begin(), one_shots_.end(), timer));
+      if (ec || stopping_) return;
+      run_logged(what, task);
+    });
+  });
+}
+
 void IoThread::stop() {
   if (!thread_.joinable()) return;
   boost::asio::post(io_, [this] {
     stopping_ = true;
     for (auto& p : periodic_) p->timer->cancel();
+    for (auto& t : one_shots_) t->cancel();
   });
   work_.reset();
   thread_.join();

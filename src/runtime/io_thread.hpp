@@ -46,6 +46,8 @@ class IoThread {
   // Posts a one-off job that runs SQL on the thread's connection; `what`
   // names it in the warning logged if it throws.
   void post(std::string what, Task task);
+  // The same, once `delay` has passed (a retry).
+  void after(Millis delay, std::string what, Task task);
   void stop();
 
  private:
@@ -66,6 +68,7 @@ class IoThread {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::vector<std::unique_ptr<Periodic>> periodic_;
+  std::vector<std::shared_ptr<boost::asio::steady_timer>> one_shots_;  // after(), pending (the thread's)
   std::unique_ptr<Connection> connection_;
   std::thread thread_;
   bool stopping_ = false;  // touched on the io thread only

@@ -66,13 +66,34 @@ PooledConnection ConnectionPool::acquire(std::uint64_t preferred) {
       candidate->checked_epoch = epoch;
       return PooledConnection(this, std::move(candidate));
     }
-    // Dead: drop it, with any job waiting for its session (which is gone),
-    // and try again (a fresh slot is now free).
-    std::lock_guard<std::mutex> guard(mutex_);
-    forget_in_use(candidate->session_key());
-    on_return_.erase(candidate->session_key());
-    --open_;
+    // Dead. The server (or the way to it) failed for every connection
+    // idle as long: they are dropped unpinged, since each ping could take
+    // the whole read timeout, and one fresh connection is opened instead.
+    return replace_dead(std::move(candidate));
   }
+}
+
+PooledConnection ConnectionPool::replace_dead(std::unique_ptr<Connection> dead) {
+  std::vector<std::unique_ptr<Connection>> closing;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    // The dead one, with any job waiting for its session (which is gone).
+    forget_in_use(dead->session_key());
+    on_return_.erase(dead->session_key());
+    --open_;
+    ++error_epoch_;
+    for (auto& c : idle_) {
+      on_return_.erase(c->session_key());
+      closing.push_back(std::move(c));
+    }
+    open_ -= idle_.size();
+    idle_.clear();
+    ++open_;  // the fresh one's slot
+  }
+  dead.reset();
+  closing.clear();  // outside the lock: closing a dead socket can block
+  returned_.notify_all();
+  return open_new();
 }
 
 PooledConnection ConnectionPool::acquire_fresh() {

@@ -12,7 +12,11 @@
 // may have restarted or killed this client's sessions. It starts a new
 // "error epoch", and every connection not checked since is pinged before it
 // is handed out again, so a call made once the server answers again gets a
-// live connection instead of failing on a dead idle one.
+// live connection instead of failing on a dead idle one. A ping that fails
+// is news about all of them: every idle connection is then dropped unpinged
+// and one fresh connection opened, so a call pings at most once (a ping in a
+// partition takes the whole read timeout) and stays within connect_timeout +
+// io_timeout however many connections died.
 //
 // Thread safety: acquire() may be called from any thread. A PooledConnection
 // is used by one thread at a time.
@@ -106,6 +110,9 @@ class ConnectionPool {
   // it is not idle.
   std::unique_ptr<Connection> take_idle_session(std::uint64_t session_key);
   PooledConnection open_new();
+  // After `dead` (in use, just found dead by its ping): drops it and every
+  // idle connection, and opens one fresh connection in a slot of theirs.
+  PooledConnection replace_dead(std::unique_ptr<Connection> dead);
 
   const ConnectionSettings settings_;
   const std::size_t size_;

@@ -124,11 +124,11 @@ void bind_kinds(Binder& b, const std::vector<Kind>& kinds) {
 void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lease_us, bool watchdog,
                const std::string* bell) {
   b.u64(state).flag(watchdog).u64(holder.owner).u64(holder.hold_id).text(holder.label).text(holder.host);
-  b.u64(holder.pid).i64(lease_us).text(bell != nullptr ? *bell : kNoBell);
+  b.u64(holder.pid).i64(written_lease_us(lease_us)).text(bell != nullptr ? *bell : kNoBell);
 }
 
 void bind_hand_over(Binder& b, std::uint64_t to, bool watchdog, std::uint64_t owner, std::int64_t lease_us) {
-  b.u64(to).flag(watchdog).u64(owner).u64(to).i64(lease_us);
+  b.u64(to).flag(watchdog).u64(owner).u64(to).i64(written_lease_us(lease_us));
 }
 
 HoldRow to_hold_row(sql::ResultSet& rs, int first) {
@@ -272,7 +272,7 @@ bool HoldRows::retake_once(Connection& c, const RowKey& key, std::uint64_t hold_
   auto& ps = c.prepared("UPDATE " + quoted_ + " SET state = ?, watchdog = ?, expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
                         key_match(key) + " AND hold_id = ? AND " + fragments::live());
   Binder b(ps);
-  b.u64(state).flag(watchdog).i64(lease_us);
+  b.u64(state).flag(watchdog).i64(written_lease_us(lease_us));
   bind_key(b, key);
   b.u64(hold_id);
   return execute_update(ps) > 0;
@@ -316,7 +316,7 @@ std::size_t HoldRows::renew(Connection& c, const std::vector<HeldRow>& holds, st
       auto& ps = c.prepared("UPDATE " + quoted_ + " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
                             list.sql() + " AND watchdog = 1 AND " + fragments::live());
       Binder b(ps);
-      b.i64(lease_us);
+      b.i64(written_lease_us(lease_us));
       list.bind(b);
       return execute_update(ps);
     }));
@@ -328,7 +328,7 @@ std::size_t HoldRows::renew_skipping_locked(Connection& c, const std::vector<Hel
                                             std::int64_t lease_us) const {
   return update_skipping_locked(
       c, holds, "renewing leases around locked rows", "expire_time = NOW(6) + INTERVAL ? MICROSECOND",
-      [&](Binder& b) { b.i64(lease_us); }, "watchdog = 1 AND " + fragments::live(), [](Binder&) {});
+      [&](Binder& b) { b.i64(written_lease_us(lease_us)); }, "watchdog = 1 AND " + fragments::live(), [](Binder&) {});
 }
 
 std::size_t HoldRows::free_all(Connection& c, const std::vector<HeldRow>& holds, bool ring) const {
@@ -513,10 +513,11 @@ void HoldRows::clear_intent(Connection& c, Kind kind, std::string_view name, std
   });
 }
 
-std::size_t HoldRows::force(Connection& c, Kind kind, std::string_view name) const {
+std::size_t HoldRows::force(Connection& c, Kind kind, std::string_view name, bool slot_zero_only) const {
   return static_cast<std::size_t>(run(c, "force-unlocking", [&] {
     auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + fragments::free_assignments() +
-                          " WHERE kind = ? AND lock_name = ? AND " + fragments::live());
+                          " WHERE kind = ? AND lock_name = ? AND " + fragments::live() +
+                          (slot_zero_only ? " AND slot = 0" : ""));
     Binder(ps).i64(0).u64(static_cast<std::uint64_t>(kind)).text(name);
     return execute_update(ps);
   }));

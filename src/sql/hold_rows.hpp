@@ -20,6 +20,7 @@
 // reconciles (engine/reconcile.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -110,6 +111,24 @@ std::string free_assignments(const std::string& a = "");
 // binds.
 std::string hand_over_assignments(const std::string& a, int fence_step);
 }  // namespace fragments
+
+// The lease a statement writes for a hold whose owner counts `lease_us`:
+// that and a margin of a tenth of it, at most 100 ms. The owner counts the
+// hold lost at its local deadline (the statement's send time + lease_us) on
+// a thread that runs no I/O; the margin lets it be told before the server
+// lets anyone else take the hold, also on a busy machine. Every statement
+// that grants or extends a hold binds its lease through this.
+inline std::int64_t written_lease_us(std::int64_t lease_us) {
+  return lease_us + std::min<std::int64_t>(100'000, lease_us / 10);
+}
+// The other way: of a lease left on the server, what is left of the owner's
+// (at the grant, exactly the owner's lease; never more). Where a server's
+// count becomes a local deadline (a grant read back, a renewal read back)
+// or is shown as time left (remaining_ttl, inspect); a waiter waits for the
+// server's whole count.
+inline std::int64_t owner_ttl_us(std::int64_t server_ttl_us) {
+  return server_ttl_us - std::min<std::int64_t>(100'000, std::max<std::int64_t>(0, server_ttl_us) / 11);
+}
 
 // Binds what fragments::take_assignments takes.
 void bind_hold(Binder& b, const Holder& holder, unsigned state, std::int64_t lease_us, bool watchdog,
@@ -216,8 +235,10 @@ class HoldRows {
   void clear_intent(Connection& c, Kind kind, std::string_view name, std::uint64_t client_key) const;
 
   // ---- operator tools
-  // Frees every live hold of (kind, name); how many.
-  std::size_t force(Connection& c, Kind kind, std::string_view name) const;
+  // Frees every live hold of (kind, name); how many. `slot_zero_only`: the
+  // row at slot 0 alone (a read-write lock's head: its write hold, never a
+  // waiting writer's mark row).
+  std::size_t force(Connection& c, Kind kind, std::string_view name, bool slot_zero_only = false) const;
 
  private:
   // Updates (SET `set`) those of `holds` that match `condition` and that no
