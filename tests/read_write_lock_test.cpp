@@ -186,6 +186,34 @@ TEST(ReadWriteLock, AWaitingWriterHoldsBackNewReadersButNotReentrantOnes) {
   r.unlock_shared();
 }
 
+TEST(ReadWriteLock, ForceUnlockOfTheWriteSideClearsNoWaitingWritersMark) {
+  Options o = fresh_options();
+  DatabaseDistributedLock readers(o);
+  DatabaseDistributedLock writers(same_table(o));
+  DatabaseDistributedLock operator_client(same_table(o));
+  ReadWriteLock r = readers.get_read_write_lock("marked");
+  ReadWriteLock w = writers.get_read_write_lock("marked");
+  r.lock_shared();
+  std::thread writer([&] {
+    w.lock();
+    w.unlock();
+  });
+  const auto reader_gets_in = [&] {
+    return on_other_thread([&] {
+      const bool got = r.try_lock_shared();
+      if (got) r.unlock_shared();
+      return got;
+    });
+  };
+  ASSERT_TRUE(wait_until([&] { return !reader_gets_in(); }, 10s)) << "the writer never held new readers back";
+  // Nobody holds the write side: nothing to clear, and the waiting writer
+  // keeps its place ahead of new readers.
+  EXPECT_FALSE(operator_client.get_read_write_lock("marked").write_lock().force_unlock());
+  EXPECT_FALSE(reader_gets_in()) << "the force-unlock cleared the waiting writer's mark";
+  r.unlock_shared();
+  writer.join();
+}
+
 TEST(ReadWriteLock, AWriterThatGivesUpNoLongerHoldsReadersBack) {
   Options o = fresh_options();
   DatabaseDistributedLock readers(o);

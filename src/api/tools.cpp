@@ -41,7 +41,8 @@ std::size_t force_unlock(const Options& options, Kind kind, std::string_view nam
   CallBudget budget(options.io_timeout);
   Schema(options.table).prepare(*c, false);
   const HoldRows rows(options.table, nullptr);
-  if (kind != Kind::kRead) return rows.force(*c, kind, name);
+  // The write side: the head alone, never a waiting writer's mark row.
+  if (kind != Kind::kRead) return rows.force(*c, kind, name, kind == Kind::kWrite);
   // The read side: every read hold and the count with them, as the engine's
   // kind does it.
   Options quiet = options;

@@ -215,9 +215,11 @@ class WriteKind final : public HoldKind {
     return head.row.live ? head.row.ttl_us : std::nullopt;
   }
 
-  // The head row: the write hold only (read holds are the read side's).
+  // The head row: the write hold only (read holds are the read side's, and
+  // a waiting writer's mark row is no hold: clearing it would let new
+  // readers overtake that writer).
   std::size_t force(Engine& e, Connection& c, std::string_view name) override {
-    return e.rows().force(c, Kind::kWrite, name);
+    return e.rows().force(c, Kind::kWrite, name, true);
   }
 
   template <class Each>
