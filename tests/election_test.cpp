@@ -295,6 +295,29 @@ TEST(Election, ANewLeaderAfterAVacancyReachesObserversElsewhereAtOnce) {
   }
 }
 
+// An observer that starts on an election nobody ever used, a moment before
+// its first campaign: the campaign may land before the observer's wait is
+// in place, and is seen at once all the same (the short re-reads cover an
+// election without a row too), not at the poll.
+TEST(Election, AnObserverOfANeverUsedElectionSeesItsFirstLeaderAtOnce) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "fast wake-up is off";
+  const Options o = slow_poll(fresh_options());
+  DatabaseDistributedLock observers(o), candidates(same_table(o));
+  for (int i = 0; i < 16; ++i) {
+    const std::string name = "fresh" + std::to_string(i);
+    auto seen = std::async(std::launch::async, [&] { return observers.get_election(name).observe(0, 20s); });
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * i));  // 0-3 ms after the observer starts
+    const std::uint64_t term = candidates.get_election(name, Owner::create()).campaign("v");
+    ASSERT_EQ(seen.wait_for(3s), std::future_status::ready) << name << ": the first leader was left to the poll";
+    const auto view = seen.get();
+    ASSERT_TRUE(view.has_value());
+    // The first change it saw: the leader, or (a take in between) a later one.
+    if (view->leader) {
+      EXPECT_GE(view->leader->term, term);
+    }
+  }
+}
+
 // A client that died while its observer was parked leaves a row; the next
 // take removes it, and a parked row never counts as a hold.
 TEST(Election, AParkedObserverRowIsNoHoldAndGoesWithTheNextTake) {

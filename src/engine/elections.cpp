@@ -154,7 +154,7 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
   if (r.single_attempt) return s;  // kGaveUp
   const NameKey key(Kind::kElection, r.name);
   std::int64_t ttl_us = kLeaderlessRecheckUs;
-  if (!row.live && row.exists && bells_) {
+  if (!row.live && bells_) {  // also an election never used yet: its first campaign may be on its way
     // Pauses of half the time since it was first seen leaderless: about ten
     // looks within kHandoverWatch (wait_step adds a millisecond to each).
     const Micros age = leaderless_for(r.name, row.view_revision());
