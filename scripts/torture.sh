@@ -10,19 +10,29 @@
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,
 # pause-db, kill-db, kill-conns, idle-timeout, foreign-lock, kill-dlock,
-# pool, shared-id. Besides the library workers, a CLI workload runs its
-# critical sections under `dlock run` (kill-dlock kills those dlock
-# processes). --quick runs 90 s plus a 40 s control run (under 3 minutes);
-# the default runs 600 s.
+# partition-client (one worker process cut off from the database for
+# 1-10 s: every connection of each library worker goes through black-hole
+# proxies of its own, which forward nothing and close nothing while cut),
+# drop-replies (the same, but requests get through and every answer is
+# thrown away), pool, shared-id. Besides the library workers, a CLI
+# workload runs its critical sections under `dlock run` (kill-dlock kills
+# those dlock processes). Besides exclusion, fences and lost updates, the
+# checker proves every loss was told before the hold was granted to
+# another owner (loss order; holders stopped or killed excused while they
+# cannot run). --quick runs 110 s plus a 40 s control run (under 4
+# minutes); the default runs 600 s.
 #
 # --cluster runs the same workload against the Galera test bed of
 # scripts/cluster.sh (started if it is not running, and stopped again
 # afterwards if this script started it): node faults (kill-node, sst-node,
-# pause-node) instead of pause-db and kill-db, and workers spread over the
-# proxy and every node (--placement several, the default) or all on node 1
-# (--placement one). --quick then runs 180 s.
-# Exits non-zero on any violation, or if the control run (no fence guard)
-# fails to lose updates. Histories and worker logs land in BUILD/torture/;
+# pause-node, and isolate-node: nftables drops every packet between one
+# node and the other two, no process is touched; the cut-off node must stop
+# serving and its clients fail over) instead of pause-db and kill-db, and
+# workers spread over the proxy and every node (--placement several, the
+# default) or all on node 1 (--placement one). --quick then runs 200 s.
+# Exits non-zero on any violation, or if the control run (no fence guard,
+# losses written down 5 s late) fails to lose updates or to break the loss
+# order. Histories and worker logs land in BUILD/torture/;
 # DLOCK_BUILD_DIR=DIR skips the install-and-build step and uses DIR.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

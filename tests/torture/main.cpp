@@ -55,6 +55,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -71,20 +72,28 @@
 #include "dlock/options.hpp"
 #include "torture.hpp"
 #include "torture/grant_order.hpp"
+#include "torture/loss_order.hpp"
+#include "torture/partitions.hpp"
 
 namespace dlock::torture {
 namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<std::string> kAllFaults = {"kill-holder", "pause-holder", "pause-db",  "kill-db",   "kill-conns",
-                                             "idle-timeout", "foreign-lock", "kill-dlock", "kill-node", "sst-node",
-                                             "pause-node",  "pool",         "shared-id"};
+const std::vector<std::string> kAllFaults = {
+    "kill-holder", "pause-holder", "pause-db",         "kill-db",      "kill-conns", "idle-timeout",
+    "foreign-lock", "kill-dlock",  "partition-client", "drop-replies", "kill-node",  "sst-node",
+    "pause-node",  "isolate-node", "pool",             "shared-id"};
 // Faults in force for a whole run rather than injected one at a time.
 bool is_configuration(const std::string& kind) { return kind == "pool" || kind == "shared-id"; }
 // Faults of the single server (scripts/db.sh) and of a cluster node.
 bool is_server_fault(const std::string& kind) { return kind == "pause-db" || kind == "kill-db"; }
-bool is_node_fault(const std::string& kind) { return kind == "kill-node" || kind == "sst-node" || kind == "pause-node"; }
+bool is_node_fault(const std::string& kind) {
+  return kind == "kill-node" || kind == "sst-node" || kind == "pause-node" || kind == "isolate-node";
+}
+// Faults that cut one worker process off (every connection of a library
+// worker then goes through black-hole proxies of its own: partitions.hpp).
+bool is_partition_fault(const std::string& kind) { return kind == "partition-client" || kind == "drop-replies"; }
 constexpr int kClusterNodes = 3;
 // How long a node fault keeps its node dead or stopped: past the cluster's
 // eviction of a silent node (5-6.5 s on the test bed).
@@ -200,6 +209,7 @@ struct WorkerSlot {
   std::string machine_id;  // unique per incarnation
   std::string label;       // its clients' Options::machine_id
   bool killed_by_nemesis = false;
+  std::unique_ptr<WorkerProxies> proxies;  // with partition faults: its way to the servers, kept across incarnations
 };
 
 struct RunResult {
@@ -226,6 +236,9 @@ struct RunResult {
   long grants_checked = 0;     // recorded grants whose hold a snapshot showed queued
   long order_violations = 0;   // grants out of queue order
   long queue_moves = 0;        // entries the control's queue shuffler moved to the front
+  long loss_holds = 0;         // holds the loss-order check followed
+  long loss_told = 0;          // of them, ended by a loss the holder's process was told of
+  long loss_violations = 0;    // grants while an earlier holder still counted its hold live
 };
 
 class Run {
@@ -316,9 +329,12 @@ class Run {
     // it; every one of those clients must still be an owner of its own.
     const bool shared = faults_.count("shared-id") != 0;
     s.label = shared ? "pair" + std::to_string(s.index / 2) : s.machine_id;
+    if (!s.proxies && (faults_.count("partition-client") || faults_.count("drop-replies")))
+      s.proxies = std::make_unique<WorkerProxies>(worker_url(s.index));
     const int pool = faults_.count("pool") ? std::max(1, cfg_.threads - 1) : cfg_.threads + 1;
     s.process = std::make_unique<test::ChildProcess>(
-        cfg_.self, std::vector<std::string>{"--worker", worker_url(s.index), s.machine_id, s.label, shared ? "2" : "1",
+        cfg_.self, std::vector<std::string>{"--worker", s.proxies ? s.proxies->url() : worker_url(s.index), s.machine_id,
+                                            s.label, shared ? "2" : "1",
                                             history_path(s.index),
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
@@ -567,6 +583,39 @@ class Run {
     }
   }
 
+  // Cuts one library worker off (preferably one holding something) for a
+  // random 1-10 s, then heals: partition-client forwards nothing either way,
+  // drop-replies lets requests through and throws the answers away.
+  void partition_worker(FaultEvent& e) {
+    WorkerSlot* victim = nullptr;
+    std::string machine;
+    for (int i = 0; i < 25 && victim == nullptr; ++i) {
+      const pid_t pid = holder_pid(&machine);
+      std::lock_guard<std::mutex> g(m_);
+      for (auto& s : slots_)
+        if (pid != 0 && s->proxies && s->process && s->process->pid() == pid) victim = s.get();
+      if (victim == nullptr) std::this_thread::sleep_for(20ms);
+    }
+    if (victim == nullptr) {
+      std::lock_guard<std::mutex> g(m_);
+      std::vector<WorkerSlot*> any;
+      for (auto& s : slots_)
+        if (s->proxies) any.push_back(s.get());
+      if (any.empty()) return;
+      victim = any[static_cast<std::size_t>(now_us()) % any.size()];
+    }
+    const int cut_ms = 1000 + static_cast<int>(now_us() % 9001);
+    e.start_us = now_us();
+    e.detail = victim->machine_id + " for " + std::to_string(cut_ms) + " ms";
+    if (e.kind == "drop-replies") {
+      victim->proxies->drop_replies();
+    } else {
+      victim->proxies->blackhole();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(cut_ms));
+    victim->proxies->heal();
+  }
+
   void mark_killed(pid_t pid) {
     std::lock_guard<std::mutex> g(m_);
     for (auto& s : slots_)
@@ -631,6 +680,40 @@ class Run {
     for (int n = 1; n <= kClusterNodes; ++n) shell(script + " restart " + std::to_string(n) + " >/dev/null 2>&1");
   }
 
+  // Cuts node `node` off from the other two by dropping its traffic
+  // (scripts/cluster.sh isolate: no process is touched) for kNodeDownMs. The
+  // minority node must stop serving: a connection to it is refused (not
+  // ready) while it is cut off; clients that wrote through it fail over.
+  void isolate_node(FaultEvent& e, int node) {
+    const std::string script = "'" + cfg_.cluster_script + "'";
+    const std::string n = std::to_string(node);
+    shell(script + " isolate " + n);
+    const auto cut = now_us();
+    std::int64_t refused_after = -1;
+    while (now_us() - cut < static_cast<std::int64_t>(kNodeDownMs) * 1000) {
+      if (refused_after < 0) {
+        try {
+          details::Connection::open(
+              details::ConnectionSettings::from(Options::from_url(cfg_.node_urls[static_cast<std::size_t>(node - 1)])));
+        } catch (const BackendError& ex) {
+          if (ex.code() == details::mysql_error::kWsrepNotReady) refused_after = now_us() - cut;
+        }
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    shell(script + " heal");
+    const auto healed = now_us();
+    for (int i = 0; i < 120; ++i) {
+      if (std::system((script + " status >/dev/null 2>&1").c_str()) == 0) break;
+      std::this_thread::sleep_for(500ms);
+    }
+    const auto secs = [](std::int64_t us) { return std::to_string(us / 100'000 / 10.0).substr(0, 4) + " s"; };
+    e.detail = "node " + n + " cut off " + std::to_string(kNodeDownMs / 1000) + " s, " +
+               (refused_after < 0 ? std::string("never stopped serving") : "not ready after " + secs(refused_after)) +
+               ", whole again " + secs(now_us() - healed) + " after the heal";
+    if (refused_after < 0) violation("isolated node " + n + " kept serving clients for " + secs(now_us() - cut));
+  }
+
   void node_fault(FaultEvent& e) {
     const std::string script = "'" + cfg_.cluster_script + "'";
     wait_cluster_whole();
@@ -638,7 +721,9 @@ class Run {
     const std::string n = std::to_string(node);
     e.start_us = now_us();
     const auto since = [&](std::int64_t t) { return std::to_string((now_us() - t) / 100'000 / 10.0).substr(0, 4) + " s"; };
-    if (e.kind == "pause-node") {
+    if (e.kind == "isolate-node") {
+      isolate_node(e, node);
+    } else if (e.kind == "pause-node") {
       shell(script + " pause " + n);
       std::this_thread::sleep_for(std::chrono::milliseconds(kNodeDownMs));
       shell(script + " resume " + n);
@@ -686,6 +771,8 @@ class Run {
         std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
         ::kill(pid, SIGCONT);
       }
+    } else if (is_partition_fault(kind)) {
+      partition_worker(e);
     } else if (is_node_fault(kind)) {
       node_fault(e);
     } else if (kind == "pause-db") {
@@ -756,10 +843,16 @@ class Run {
     std::map<std::string, std::vector<std::int64_t>> acquired;  // name -> times
     std::map<std::string, std::string> outcome;                 // op -> last word
     std::vector<RecordedGrant> grants;                          // of the fair workers
+    std::vector<HoldEvent> hold_events;                         // for the loss-order check
     for (int i = 0; i < slot_count(); ++i) {
       std::ifstream in(history_path(i));
       std::string line;
       while (std::getline(in, line)) {
+        HoldEvent hold_event;
+        if (parse_hold_event(line, hold_event)) {
+          hold_events.push_back(std::move(hold_event));
+          continue;
+        }
         std::istringstream ls(line);
         std::string word, a, b;
         ls >> word >> a >> b;
@@ -825,6 +918,27 @@ class Run {
       if (order.violations > static_cast<long>(order.examples.size()))
         r.violations.push_back(std::to_string(order.violations - static_cast<long>(order.examples.size())) +
                                " more grants out of queue order");
+    }
+
+    // Losses told before the next grant (loss_order.hpp). A process stopped
+    // (pause-holder) or killed (kill-holder) could not be told: grants while
+    // it could not run are excused.
+    {
+      std::vector<Stopped> stopped;
+      for (const auto& e : events_) {
+        if (e.kind != "pause-holder" && e.kind != "kill-holder") continue;
+        const std::string process = e.detail.substr(0, e.detail.find(' '));
+        stopped.push_back({process, e.start_us,
+                           e.kind == "kill-holder" ? std::numeric_limits<std::int64_t>::max() : e.end_us});
+      }
+      const LossOrderResult order = check_loss_order(std::move(hold_events), stopped);
+      r.loss_holds = order.holds;
+      r.loss_told = order.told_lost;
+      r.loss_violations = order.violations;
+      for (const auto& v : order.examples) r.violations.push_back("told too late: " + v);
+      if (order.violations > static_cast<long>(order.examples.size()))
+        r.violations.push_back(std::to_string(order.violations - static_cast<long>(order.examples.size())) +
+                               " more grants while an earlier holder still counted its hold live");
     }
 
     // Counter vs increments: the audit row commits with the write, so the
@@ -1037,6 +1151,9 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| fair-lock grants out of queue order | " << r.order_violations << " |\n";
   if (r.queue_moves > 0)
     std::cout << "| queue entries moved to the front behind the library's back (control) | " << r.queue_moves << " |\n";
+  std::cout << "| holds followed by the loss-order check / of them ended by a loss their process was told of | "
+            << r.loss_holds << " / " << r.loss_told << " |\n";
+  std::cout << "| grants while an earlier holder still counted its hold live | " << r.loss_violations << " |\n";
   std::cout << "| election terms in which a leader worked (one section each, fenced by the term) | "
             << r.election_terms << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
@@ -1104,7 +1221,8 @@ int orchestrate(Config cfg) {
   }
   Run control(control_cfg, false, cfg.quick ? 40 : 60, {"pause-holder"}, "control");
   const RunResult control_result = control.execute();
-  std::cout << "\n## control run (no fence guard, holders paused, fair queues reordered)\n\nlost updates: " << control_result.lost_updates
+  std::cout << "\n## control run (no fence guard, holders paused, fair queues reordered, losses written down late)\n\n"
+               "lost updates: " << control_result.lost_updates
             << " (" << control_result.lost_on_slots << " on semaphore slots); writes overlapping reads of the "
             << "read-write lock: " << control_result.rw_overlaps
             << "; lost updates"
@@ -1115,11 +1233,18 @@ int orchestrate(Config cfg) {
   // The control's fair queues are reordered behind the library's back: the
   // grant-order check must see grants out of order.
   const bool order_caught = control_cfg.fair_workers == 0 || control_result.order_violations > 0;
+  // The control's workers write down each loss 5 s after they were told of
+  // it (as a client whose loss waited behind a hung statement would): the
+  // loss-order check must see grants before it.
+  const bool late_losses_caught = control_result.loss_violations > 0;
+  std::cout << "; grants while an earlier holder still counted its hold live: " << control_result.loss_violations
+            << (late_losses_caught ? " (caught, as they must be)" : " (NONE: the loss-order check is not checking)");
   if (control_cfg.fair_workers > 0)
     std::cout << "; fair-lock grants out of queue order: " << control_result.order_violations
               << (order_caught ? " (caught, as they must be)" : " (NONE: the grant-order check is not checking)");
   std::cout << "\n";
-  bool ok = main_result.violations.empty() && control_result.lost_updates > 0 && overlaps_caught && order_caught;
+  bool ok = main_result.violations.empty() && control_result.lost_updates > 0 && overlaps_caught && order_caught &&
+            late_losses_caught;
   std::cout << "\nresult: " << (ok ? "PASS" : "FAIL") << std::endl;
   return ok ? 0 : 1;
 }
@@ -1228,9 +1353,9 @@ int main(int argc, char** argv) {
     }
     if (cfg.url.empty() || (!cluster && cfg.db_script.empty()) || cfg.out.empty())
       throw std::invalid_argument("--url, --db-script (or --cluster) and --out are required");
-    // Quick mode injects every kind once: 8 kinds, one every 9 s, fit in
-    // 90 s; on a cluster the node faults take 20-50 s each.
-    if (cfg.quick && !duration_given) cfg.duration_s = cluster ? 180 : 90;
+    // Quick mode injects every kind once: 10 kinds, one every 9 s, fit in
+    // 110 s; on a cluster the node faults take 20-50 s each.
+    if (cfg.quick && !duration_given) cfg.duration_s = cluster ? 200 : 110;
     if (cfg.quick) cfg.fault_every_s = 9;
     if (cfg.workers < 1 || cfg.threads < 1 || cfg.names < 1 || cfg.duration_s < 15)
       throw std::invalid_argument("workers, threads, names >= 1 and duration >= 15 s");

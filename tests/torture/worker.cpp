@@ -213,9 +213,21 @@ void read_section(History& history, bool fenced, const std::string& worker,
 
 struct Worker {
   WorkerArgs args;
-  History history;
+  History& history;
   std::vector<std::unique_ptr<DatabaseDistributedLock>>& clients;
   details::ConnectionSettings settings;
+
+  // The loss-order check's events (loss_order.hpp): a hold, from when its
+  // acquire returned (`at`), and its owner letting it go (at the unlock call).
+  // `owner`: this process's machine id and the thread's tag.
+  std::string owner_of(const std::string& tag) const { return args.machine_id + ":" + tag; }
+  void held(const std::string& name, std::uint64_t fence, bool shared, const std::string& who, std::int64_t at) {
+    history.line("held " + name + " " + std::to_string(fence) + (shared ? " s " : " x ") + who + " " +
+                 std::to_string(at));
+  }
+  void let_go(const std::string& name, std::uint64_t fence, const std::string& who) {
+    history.line("letgo " + name + " " + std::to_string(fence) + " " + who + " " + std::to_string(now_us()));
+  }
 
   void run_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
@@ -242,18 +254,21 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
-      history.line("acq " + name + " " + std::to_string(now_us()));
+      const std::int64_t at = now_us();
+      history.line("acq " + name + " " + std::to_string(at));
       std::uint64_t fence = 0;
       try {
         fence = client.fencing_token(name);
       } catch (const BackendError&) {
       }
+      held(name, fence, false, owner_of(std::to_string(index)), at);
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + std::to_string(index) + ":" + std::to_string(++seq);
         const int extra = lapsing ? 2 * kLapsingLeaseMs : 0;
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8 + extra)); });
       }
+      let_go(name, fence, owner_of(std::to_string(index)));
       client.unlock(name);  // never throws for database trouble
     }
   }
@@ -277,6 +292,7 @@ struct Worker {
         continue;
       }
       if (!permit) continue;
+      const std::int64_t at = now_us();
       std::uint64_t fence = 0;
       std::uint32_t slot = 0;
       try {
@@ -285,12 +301,17 @@ struct Worker {
       } catch (const BackendError&) {
       }
       const std::string name = "s" + std::to_string(slot);
-      history.line("acq " + name + " " + std::to_string(now_us()));
+      history.line("acq " + name + " " + std::to_string(at));
+      const std::string who = owner_of("s" + std::to_string(index));
+      // A permit whose token could not be read has no known slot: it is not
+      // followed (slot() says 0 for it, which may be another permit's).
+      if (fence != 0) held(name, fence, false, who, at);
       if (fence != 0) {
         const std::string op = args.machine_id + ":s" + std::to_string(index) + ":" + std::to_string(++seq);
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
       }
+      if (fence != 0) let_go(name, fence, who);
       permit->release();  // never throws for database trouble
     }
   }
@@ -331,18 +352,22 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
-      history.line("acq " + name + " " + std::to_string(now_us()));
+      const std::int64_t at = now_us();
+      history.line("acq " + name + " " + std::to_string(at));
       std::uint64_t fence = 0;
       try {
         fence = fair.fencing_token();
       } catch (const BackendError&) {
       }
+      const std::string who = owner_of("f" + std::to_string(index));
+      held(name, fence, false, who, at);
       if (fence != 0) {
         record_fair_grant(db, name, fence);
         const std::string op = args.machine_id + ":f" + std::to_string(index) + ":" + std::to_string(++seq);
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
       }
+      let_go(name, fence, who);
       fair.unlock();  // never throws for database trouble
     }
   }
@@ -367,10 +392,14 @@ struct Worker {
         continue;
       }
       if (!term) continue;
-      history.line("acq " + std::string(kElectionName) + " " + std::to_string(now_us()));
+      const std::int64_t at = now_us();
+      history.line("acq " + std::string(kElectionName) + " " + std::to_string(at));
+      const std::string who = owner_of("e" + std::to_string(index));
+      held(kElectionName, *term, false, who, at);
       const std::string op = args.machine_id + ":e" + std::to_string(index) + ":" + std::to_string(++seq);
       critical_section(history, args.fenced, args.machine_id, settings, db, kElectionName, *term, op,
                        [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
+      let_go(kElectionName, *term, who);
       election.resign();  // never throws for database trouble
     }
   }
@@ -399,7 +428,10 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
+      const std::int64_t at = now_us();
       const std::string op = args.machine_id + ":m" + std::to_string(index) + ":" + std::to_string(++seq);
+      const std::string who = owner_of("m" + std::to_string(index));
+      std::vector<std::uint64_t> fences;
       try {
         // Every name of the set is this thread's in the table. Only checked
         // while no lease can have run out since the acquire began (a pause
@@ -430,11 +462,14 @@ struct Worker {
           fence = set.fencing_token(name);
         } catch (const BackendError&) {
         }
+        fences.push_back(fence);
+        held(name, fence, false, who, at);
         if (fence == 0) continue;
         history.line("acq " + name + " " + std::to_string(now_us()));
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op + ":" + name,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 3)); });
       }
+      for (std::size_t i = 0; i < names.size(); ++i) let_go(names[i], fences[i], who);
       set.unlock();  // never throws for database trouble
     }
   }
@@ -469,13 +504,16 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
+      const std::int64_t at = now_us();
       const std::string name = write ? "w" : "v";
-      history.line("acq " + name + " " + std::to_string(now_us()));
+      history.line("acq " + name + " " + std::to_string(at));
       std::uint64_t fence = 0;
       try {
         fence = side.fencing_token();
       } catch (const BackendError&) {
       }
+      const std::string who = owner_of("rw" + std::to_string(index));
+      held("rw", fence, !write, who, at);
       if (fence != 0) {
         const std::string op = args.machine_id + ":" + name + std::to_string(index) + ":" + std::to_string(++seq);
         const auto pause = [&] {
@@ -488,6 +526,7 @@ struct Worker {
           read_section(history, args.fenced, args.machine_id, settings, db, fence, op, pause);
         }
       }
+      let_go("rw", fence, who);
       side.unlock();  // never throws for database trouble
     }
   }
@@ -521,12 +560,15 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
-      history.line("acq " + name + " " + std::to_string(now_us()));
+      const std::int64_t at = now_us();
+      history.line("acq " + name + " " + std::to_string(at));
       std::uint64_t fence = 0;
       try {
         fence = lock.fencing_token();
       } catch (const BackendError&) {
       }
+      const std::string who = owner_of("a" + std::to_string(index));
+      held(name, fence, false, who, at);
       if (fence != 0) {
         const std::string op = args.machine_id + ":a" + std::to_string(index) + ":" + std::to_string(++seq);
         // Blocking SQL on the io thread: the workload's own resource, not
@@ -534,6 +576,7 @@ struct Worker {
         critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
                          [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
       }
+      let_go(name, fence, who);
       co_await async_unlock(lock, asio::use_awaitable);  // database trouble is logged, not thrown
     }
   }
@@ -575,6 +618,16 @@ int run_worker(const WorkerArgs& args) {
     options.io_timeout = std::chrono::milliseconds(2000);
     options.connect_timeout = std::chrono::milliseconds(2000);
     options.pool_size = static_cast<std::size_t>(args.pool_size);
+    History history(args.history_path);
+    // The loss-order check's third event: when this process was told. The
+    // control run tells 5 s late, as a client whose loss waited behind a
+    // hung statement did: the check must catch it.
+    const std::int64_t told_late_us = args.fenced ? 0 : 5'000'000;
+    options.on_lock_lost = [&history, process = args.machine_id, told_late_us](std::string_view name,
+                                                                                 std::uint64_t fence) {
+      history.line("lost " + std::string(name) + " " + std::to_string(fence) + " " + process + " " +
+                   std::to_string(now_us() + told_late_us));
+    };
     std::vector<std::unique_ptr<DatabaseDistributedLock>> clients;
     while (static_cast<int>(clients.size()) < args.clients) {  // the server may be down or paused at start-up
       try {
@@ -584,7 +637,7 @@ int run_worker(const WorkerArgs& args) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     }
-    Worker worker{args, History(args.history_path), clients, details::ConnectionSettings::from(options)};
+    Worker worker{args, history, clients, details::ConnectionSettings::from(options)};
     if (args.async) {
       worker.run_async();
     } else {
