@@ -18,6 +18,11 @@
 #                                       by IST from its recovered position, or
 #                                       by a full state transfer with --sst
 #   scripts/cluster.sh stop-node N      stop node N cleanly
+#   scripts/cluster.sh isolate N        drop every packet between node N and
+#                                       the other two (nftables; no process is
+#                                       touched, clients still reach node N):
+#                                       N falls out of the primary component
+#   scripts/cluster.sh heal             remove the rules isolate added
 #   scripts/cluster.sh status           one line per node and for the proxy;
 #                                       exit 0 when all three are Synced
 #   scripts/cluster.sh url [N|proxy|all]
@@ -29,8 +34,9 @@
 #   scripts/cluster.sh wipe             stop and delete the cluster's directory
 #
 # Environment: DLOCK_CLUSTER_DIR (default .dlock/cluster), DLOCK_CLUSTER_PORT
-# (default 34306: the proxy; node N serves SQL on PORT+N and uses PORT+100+N
-# for group communication, PORT+200+N for IST, PORT+300+N for SST).
+# (default 34306: the proxy; node N serves SQL on PORT+N on 127.0.0.1, and
+# talks to the other nodes from an address of its own, 127.0.1.N: group
+# communication on PORT+100+N, IST on PORT+200+N, SST on PORT+300+N).
 #
 # Why it is done this way (measured on this project's 2-core VM):
 # - The nodes run as the `mysql` user when started by root: the rsync state
@@ -43,6 +49,10 @@
 #   data; without that position it needs a full transfer (SST, ~13 s).
 # - HAProxy sends every connection to node 1 and to nodes 2 and 3 only while
 #   node 1 is down (`backup`): a single writer, the mode dlock is fastest in.
+# - Node N's replication traffic comes from and goes to 127.0.1.N only
+#   (Galera binds its outgoing connections to gmcast.listen_addr's host), so
+#   `isolate N` can cut N off from the others by address with nftables while
+#   clients keep reaching every node's SQL port on 127.0.0.1.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,6 +67,7 @@ nodes=(1 2 3)
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 sql_port() { echo $((base_port + $1)); }
+node_host() { echo "127.0.1.$1"; }
 gcomm_port() { echo $((base_port + 100 + $1)); }
 ist_port() { echo $((base_port + 200 + $1)); }
 sst_port() { echo $((base_port + 300 + $1)); }
@@ -72,7 +83,7 @@ valid_node() {
 # --- installation -----------------------------------------------------------
 
 install_packages() {
-  local packages=(galera-4 mariadb-server mariadb-client haproxy rsync socat iproute2 procps)
+  local packages=(galera-4 mariadb-server mariadb-client haproxy rsync socat iproute2 procps nftables)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -143,7 +154,7 @@ synced() {
 write_config() {
   local n="$1" d addresses="" i
   d="$(node_dir "$n")"
-  for i in "${nodes[@]}"; do addresses+="${addresses:+,}127.0.0.1:$(gcomm_port "$i")"; done
+  for i in "${nodes[@]}"; do addresses+="${addresses:+,}$(node_host "$i"):$(gcomm_port "$i")"; done
   cat >"$d/my.cnf" <<EOF
 # Written by scripts/cluster.sh; rewritten on every start.
 [mysqld]
@@ -166,11 +177,11 @@ wsrep-provider=$(galera_library)
 wsrep-cluster-name=dlock-test
 wsrep-cluster-address=gcomm://$addresses
 wsrep-node-name=node$n
-wsrep-node-address=127.0.0.1:$(gcomm_port "$n")
+wsrep-node-address=$(node_host "$n"):$(gcomm_port "$n")
 wsrep-node-incoming-address=127.0.0.1:$(sql_port "$n")
-wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:$(gcomm_port "$n");ist.recv_addr=127.0.0.1:$(ist_port "$n")
+wsrep-provider-options=gmcast.listen_addr=tcp://$(node_host "$n"):$(gcomm_port "$n");ist.recv_addr=$(node_host "$n"):$(ist_port "$n")
 wsrep-sst-method=rsync
-wsrep-sst-receive-address=127.0.0.1:$(sst_port "$n")
+wsrep-sst-receive-address=$(node_host "$n"):$(sst_port "$n")
 EOF
 }
 
@@ -408,7 +419,33 @@ stop_node() {
   kill -KILL "$p" 2>/dev/null || true
 }
 
+# isolate N: an nftables table of our own that drops every packet between
+# node N's address and the other nodes' (both ways; the output hook sees
+# loopback traffic). `heal` deletes the table.
+isolate() {
+  local n="$1" others="" i
+  command -v nft >/dev/null 2>&1 || die "isolate needs nft (package nftables)"
+  for i in "${nodes[@]}"; do [ "$i" = "$n" ] || others+="${others:+, }$(node_host "$i")"; done
+  heal
+  nft -f - <<RULES || die "nft could not add the isolation rules"
+table inet dlock_cluster {
+  chain output {
+    type filter hook output priority 0; policy accept;
+    ip saddr $(node_host "$n") ip daddr { $others } drop
+    ip saddr { $others } ip daddr $(node_host "$n") drop
+  }
+}
+RULES
+}
+
+heal() {
+  command -v nft >/dev/null 2>&1 || return 0
+  if nft list table inet dlock_cluster >/dev/null 2>&1; then nft delete table inet dlock_cluster; fi
+  return 0
+}
+
 stop() {
+  heal
   stop_proxy
   # Node 1 last: it is then the one that may bootstrap the next start.
   stop_node 3; stop_node 2; stop_node 1
@@ -466,6 +503,8 @@ case "$cmd" in
     stop_node "$n"
     join_node "$n" "$sst" ;;
   stop-node) valid_node "${1:-}"; stop_node "$1" ;;
+  isolate) valid_node "${1:-}"; isolate "$1" ;;
+  heal) heal ;;
   status) status ;;
   url) url "${1:-all}" ;;
   pid)
@@ -475,5 +514,5 @@ case "$cmd" in
     esac ;;
   client) valid_node "${1:-}"; n="$1"; shift; mariadb --no-defaults -h127.0.0.1 -P"$(sql_port "$n")" -u"$user" -p"$pass" "$database" "$@" ;;
   wipe) stop; rm -rf "$dir" ;;
-  *) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
