@@ -16,6 +16,7 @@
 #include "kinds/kinds.hpp"
 #include "kinds/read_write_rows.hpp"
 #include "sql/bells.hpp"
+#include "sql/guard_statement.hpp"
 #include "sql/hold_rows.hpp"
 #include "sql/schema.hpp"
 
@@ -103,6 +104,26 @@ TEST(Statements, TheTableCarriesItsSchemaVersionAndOneKeyForEveryKind) {
   text << shipped.rdbuf();
   EXPECT_NE(text.str().find(Schema("distributed_lock").create_sql()), std::string::npos)
       << "sql/schema.sql differs from the library's table";
+}
+
+// The guard statement has values written in (it is handed to other
+// connectors and the mysql client): names only as hex literals, identifiers
+// quoted, one row per hold, and no literal a server could read otherwise.
+TEST(Statements, TheGuardStatementWritesNamesAsHexAndQuotesIdentifiers) {
+  const std::string sql = guard_statement("my`db", "locks", {{Kind::kLock, "it's", 0, 42}, {Kind::kRead, "", 7, 43}});
+  EXPECT_NE(sql.find("`my``db`.`locks`"), std::string::npos) << sql;
+  EXPECT_NE(sql.find("X'69742773'"), std::string::npos) << "it's, in hex: " << sql;
+  EXPECT_NE(sql.find("X''"), std::string::npos) << sql;
+  EXPECT_EQ(sql.find("it's"), std::string::npos) << sql;
+  EXPECT_EQ(count(sql, "UNION ALL SELECT"), 2u) << "two holds, and the failing subquery: " << sql;
+  EXPECT_NE(sql.find("4 AS kind, X'' AS lock_name, 7 AS slot, 43 AS hold_id"), std::string::npos) << sql;
+  const std::string without_hex = std::regex_replace(sql, std::regex("X'[0-9A-F]*'"), "");
+  EXPECT_EQ(without_hex.find('\''), std::string::npos) << sql;
+  EXPECT_EQ(without_hex.find('"'), std::string::npos) << sql;
+  EXPECT_EQ(without_hex.find(';'), std::string::npos) << sql;
+  for (const char* word : {"RETURNING", "PROCEDURE", "SIGNAL", "::", "||"})
+    EXPECT_EQ(sql.find(word), std::string::npos) << word << " in: " << sql;
+  EXPECT_EQ(hex_literal(std::string("\x00\xff", 2)), "X'00FF'");
 }
 
 TEST(KindRules, EachKindDeclaresWhoMayHaveIt) {

@@ -246,6 +246,7 @@ class DLOCK_API DatabaseDistributedLock {
   bool is_held_by(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
   int hold_count_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
   std::uint64_t fencing_token_for(std::string_view name, std::uint64_t owner, Side side = Side::kMutex);
+  std::string guard_sql_for(const std::vector<std::string>& names, std::uint64_t owner, Side side = Side::kMutex);
   bool force_unlock_side(std::string_view name, Side side);
   bool acquire_set_for(const std::vector<std::string>& names, std::uint64_t owner, std::optional<Millis> lease,
                        std::optional<Millis> wait);

@@ -110,6 +110,11 @@ class DLOCK_API Election {
   // here; none when it holds none). A lost leadership found here is
   // reported.
   [[nodiscard]] bool is_leader() const;
+  // The guard statement of this owner's leadership (see Lock::guard_sql):
+  // a transaction that runs it last commits only while it leads.
+  // NotHeldError when it does not lead here; LockLostError when its
+  // leadership was counted lost.
+  [[nodiscard]] std::string guard_sql() const;
   // The election's state now (one read).
   [[nodiscard]] LeaderView leader() const;
   // The state as soon as its revision is greater than `after_revision`

@@ -119,6 +119,19 @@ class DLOCK_API Lock {
   [[nodiscard]] int hold_count() const;
   [[nodiscard]] std::optional<Millis> remaining_ttl() const;
   [[nodiscard]] std::uint64_t fencing_token() const;
+  // The guard statement of this owner's hold (docs/guarded-transactions.md):
+  // one complete SQL statement, every value written in, to run last before
+  // COMMIT in a transaction of the caller's own on the same database (any
+  // connector, or the mysql client; <dlock/connector.hpp>: dlock::guard).
+  // While the hold is live it succeeds and keeps every other owner from
+  // taking it until that transaction ends (on Galera, the two cannot both
+  // commit); once it is not (lease ran out, taken over, forced, released)
+  // the statement fails with MySQL error 1242, so the transaction cannot
+  // commit. It names this one hold: after the hold ends it fails, even if
+  // the owner holds the name again. NotHeldError when the owner holds
+  // nothing here; LockLostError when its hold was counted lost (it still
+  // owes unlocks). No SQL (but one read the first time for a permit's slot).
+  [[nodiscard]] std::string guard_sql() const;
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
  private:

@@ -101,6 +101,10 @@ class DLOCK_API MultiLock {
   // The owner's fencing token for `name`; 0 if it holds none (or `name` is
   // not one of the set's). One read the first time per hold.
   [[nodiscard]] std::uint64_t fencing_token(std::string_view name) const;
+  // The guard statement of every name's hold, in one statement (see
+  // Lock::guard_sql): it fails unless every one is live. NotHeldError when
+  // the owner lacks one; LockLostError when one was counted lost.
+  [[nodiscard]] std::string guard_sql() const;
   // The names, sorted, without duplicates.
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
 

@@ -101,6 +101,10 @@ class DLOCK_API Permit {
   // token 0 (not kept). Throws BackendError.
   [[nodiscard]] std::uint32_t slot();
   [[nodiscard]] std::uint64_t fencing_token();
+  // The guard statement of this permit (see Lock::guard_sql): NotHeldError
+  // for a permit not held (released, moved from); LockLostError when it was
+  // counted lost. One read the first time (its slot), then none.
+  [[nodiscard]] std::string guard_sql() const;
   // The semaphore's name (empty for a default-constructed permit).
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 

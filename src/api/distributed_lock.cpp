@@ -171,6 +171,14 @@ std::uint64_t DatabaseDistributedLock::fencing_token_for(std::string_view name, 
   return client_->fencing_token(details::key_of(side, name), resolve(owner));
 }
 
+std::string DatabaseDistributedLock::guard_sql_for(const std::vector<std::string>& names, std::uint64_t owner,
+                                                   Side side) {
+  std::vector<details::NameKey> keys;
+  keys.reserve(names.size());
+  for (const auto& name : names) keys.emplace_back(details::key_of(side, name));
+  return client_->guard_sql(keys, resolve(owner));
+}
+
 bool DatabaseDistributedLock::force_unlock_side(std::string_view name, Side side) {
   return client_->force_release(details::key_of(side, name)) > 0;
 }

@@ -37,6 +37,10 @@ bool Election::is_leader() const {
   return client_->client_->confirmed_hold(details::NameKeyView{details::Kind::kElection, name_}, owner()).has_value();
 }
 
+std::string Election::guard_sql() const {
+  return client_->client_->guard_sql({details::NameKey(details::Kind::kElection, name_)}, owner());
+}
+
 LeaderView Election::leader() const { return details::to_leader_view(client_->client_->election(name_)); }
 
 std::optional<LeaderView> Election::observe(std::uint64_t after_revision, Millis wait) const {

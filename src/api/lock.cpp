@@ -24,4 +24,6 @@ int Lock::hold_count() const { return client_->hold_count_for(name_, owner_, sid
 std::optional<Millis> Lock::remaining_ttl() const { return client_->remaining_ttl_side(name_, side_); }
 std::uint64_t Lock::fencing_token() const { return client_->fencing_token_for(name_, owner_, side_); }
 
+std::string Lock::guard_sql() const { return client_->guard_sql_for({name_}, owner_, side_); }
+
 }  // namespace dlock

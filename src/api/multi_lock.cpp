@@ -14,6 +14,8 @@ bool MultiLock::try_lock(Millis wait, Millis lease) { return client_->acquire_se
 bool MultiLock::try_lock_waiting(Millis wait) { return client_->acquire_set_for(names_, owner_, std::nullopt, wait); }
 void MultiLock::unlock() { client_->release_set_for(names_, owner_); }
 
+std::string MultiLock::guard_sql() const { return client_->guard_sql_for(names_, owner_); }
+
 std::uint64_t MultiLock::fencing_token(std::string_view name) const {
   if (!std::binary_search(names_.begin(), names_.end(), name, std::less<>())) return 0;
   return client_->fencing_token_for(name, owner_);

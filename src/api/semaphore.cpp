@@ -3,6 +3,8 @@
 // released from any thread.
 #include "dlock/semaphore.hpp"
 
+#include "base/printable.hpp"
+
 #include <utility>
 
 #include "base/identity.hpp"
@@ -70,6 +72,13 @@ std::uint32_t Permit::slot() {
 std::uint64_t Permit::fencing_token() {
   read_slot();
   return fence_;
+}
+
+std::string Permit::guard_sql() const {
+  if (id_ == 0 || client_ == nullptr)
+    throw NotHeldError("dlock: guard_sql of a permit of \"" + details::printable(name_) +
+                       "\" that is not held (released or moved from)");
+  return SemaphoreAccess::engine(client_).guard_sql({details::NameKey(key(name_))}, id_);
 }
 
 Permit::~Permit() { release(); }

@@ -201,6 +201,11 @@ class Engine {
   std::optional<Millis> remaining_ttl(NameKeyView key);
   // The owner's fence; 0 when it holds none. One read the first time per hold.
   std::uint64_t fencing_token(NameKeyView key, std::uint64_t owner);
+  // The guard statement of `owner`'s live holds on `keys`, in their order
+  // (sql/guard_statement.hpp). NotHeldError when it holds none on one of
+  // them; LockLostError when one was counted lost. No SQL, but a read to
+  // learn a permit's slot the first time.
+  std::string guard_sql(const std::vector<NameKey>& keys, std::uint64_t owner);
   // The owner's live hold as this client knows it (no SQL).
   std::optional<Hold> local_hold(NameKeyView key, std::uint64_t owner) const;
   // Wakes every local waiter of `key` so each looks at its `interrupted`.
@@ -430,10 +435,13 @@ class Engine {
   // Clears `key`'s pending mark, or waits for a clear of it in flight.
   void clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection);
   Millis renew_period() const;
-  void renew_tick(const IoThread::ConnectionSource& connection);
-  // A renewal tick, and when it fails, another one soon (kRenewRetry)
-  // until one gets through: the holds' deadlines are what is at stake.
+  // One renewal round; false when some live hold was skipped (its row
+  // locked by another transaction) and wants another round soon.
+  bool renew_tick(const IoThread::ConnectionSource& connection);
+  // A renewal tick, and when it fails or skips a hold, another one soon
+  // (kRenewRetry) until all get through: the holds' deadlines are at stake.
   void renew_or_retry(const IoThread::ConnectionSource& connection);
+  void renew_again_soon();
   void count_renewals(const std::vector<HoldRef>& renewed);
   void poll_tick(const IoThread::ConnectionSource& connection);
   void release_all_at_shutdown();

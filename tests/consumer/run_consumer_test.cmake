@@ -74,7 +74,7 @@ set(table "t_consumer_${stamp}_${salt}")
 execute_process(COMMAND "${WORK_DIR}/build/consumer" "${url}?table=${table}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "consumer (CMake) said: ${out}")
-if(rc OR NOT out MATCHES "locked with fence [1-9]")
+if(rc OR NOT out MATCHES "locked with fence [1-9]" OR NOT out MATCHES "guard statement made")
   message(FATAL_ERROR "the consumer did not run: ${rc}")
 endif()
 # The adapter: there exactly when this tree built it (WITH_PROMETHEUS).
@@ -126,7 +126,7 @@ endif()
 execute_process(COMMAND "${WORK_DIR}/consumer_pc" "${url}?table=${table}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "consumer (pkg-config) said: ${out}")
-if(rc OR NOT out MATCHES "locked with fence [1-9]")
+if(rc OR NOT out MATCHES "locked with fence [1-9]" OR NOT out MATCHES "guard statement made")
   message(FATAL_ERROR "the pkg-config consumer did not run: ${rc}")
 endif()
 # The adapter through pkg-config: there exactly when this tree built it.
