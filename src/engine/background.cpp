@@ -19,9 +19,9 @@ using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
 }  // namespace
 
-void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
+bool Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   auto refs = holds_.watchdog_holds();
-  if (refs.empty()) return;
+  if (refs.empty()) return true;
   // Within one tick, not io_timeout: a row another transaction has locked
   // fails the renewal after one lock wait (a second on this connection),
   // and the others are renewed around it this same tick, well inside any
@@ -37,7 +37,7 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
       live.push_back(std::move(r));
     }
   }
-  if (live.empty()) return;
+  if (live.empty()) return true;
   std::vector<HeldRow> holds;
   holds.reserve(live.size());
   for (const auto& r : live) holds.push_back(HeldRow{RowKey{r.key.kind, r.key.name, r.slot}, r.hold_id});
@@ -71,7 +71,7 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   if (renewed == live.size()) {
     holds_.extend(live, sent + options_.watchdog_timeout);
     count_renewals(live);
-    return;
+    return true;
   }
   // Fewer rows than holds: find out which holds are gone. A hold the read
   // still shows is live for what its row says is left (a row skipped
@@ -105,25 +105,33 @@ void Engine::renew_tick(const IoThread::ConnectionSource& connection) {
   renewed_ones.reserve(counted);
   for (std::size_t i = 0; i < counted; ++i) renewed_ones.push_back(std::move(shown_live[i].second));
   count_renewals(renewed_ones);
+  // Holds skipped because another transaction (a guarded one, say) has
+  // their row locked: tried again soon, so a lock that ends before their
+  // deadline costs them nothing.
+  return renewed >= shown_live.size();
 }
 
 void Engine::renew_or_retry(const IoThread::ConnectionSource& connection) {
+  bool complete = false;
   try {
-    renew_tick(connection);
+    complete = renew_tick(connection);
   } catch (...) {
     if (metrics_) metrics_->watchdog_tick_failed();
     // Again soon, not a renewal period later: a database back within the
     // lease must find its holds renewed before their deadlines.
-    if (!renew_retry_armed_ && !holds_.watchdog_holds().empty()) {
-      renew_retry_armed_ = true;
-      io_.after(std::min(kRenewRetry, renew_period()), "renewing leases again",
-                [this](const IoThread::ConnectionSource& c) {
-                  renew_retry_armed_ = false;
-                  renew_or_retry(c);
-                });
-    }
+    renew_again_soon();
     throw;  // the io thread logs it
   }
+  if (!complete) renew_again_soon();
+}
+
+void Engine::renew_again_soon() {
+  if (renew_retry_armed_ || holds_.watchdog_holds().empty()) return;
+  renew_retry_armed_ = true;
+  io_.after(std::min(kRenewRetry, renew_period()), "renewing leases again", [this](const IoThread::ConnectionSource& c) {
+    renew_retry_armed_ = false;
+    renew_or_retry(c);
+  });
 }
 
 void Engine::count_renewals(const std::vector<HoldRef>& renewed) {
