@@ -114,16 +114,18 @@ int exit_code_of(int status) {
   return 1;
 }
 
-std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fence) {
+std::vector<std::string> child_environment(const RunArgs& args, std::uint64_t fence, const std::string& guard_sql) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "DLOCK_NAME=", 11) == 0 || std::strncmp(*e, "DLOCK_FENCE=", 12) == 0 ||
-        std::strncmp(*e, "DLOCK_SLOT=", 11) == 0 || std::strncmp(*e, "DLOCK_TERM=", 11) == 0)
+        std::strncmp(*e, "DLOCK_SLOT=", 11) == 0 || std::strncmp(*e, "DLOCK_TERM=", 11) == 0 ||
+        std::strncmp(*e, "DLOCK_GUARD_SQL=", 16) == 0)
       continue;
     env.emplace_back(*e);
   }
   env.push_back("DLOCK_NAME=" + args.name);
   env.push_back("DLOCK_FENCE=" + std::to_string(fence));
+  env.push_back("DLOCK_GUARD_SQL=" + guard_sql);
   if (args.elect) env.push_back("DLOCK_TERM=" + std::to_string(fence));  // the term is the fence
   return env;
 }
@@ -399,6 +401,11 @@ class Held {
   }
   // The permit's slot (0 for a lock).
   std::uint32_t slot() { return semaphore_ ? permit_.slot() : 0; }
+  // The guard statement of the hold (docs/guarded-transactions.md).
+  std::string guard_sql() {
+    if (election_) return election_->guard_sql();
+    return semaphore_ ? permit_.guard_sql() : lock_.guard_sql();
+  }
   // Throws BackendError when it cannot tell.
   bool still_held() {
     if (election_) return election_->is_leader();
@@ -499,7 +506,15 @@ int run_command(Options options, const RunArgs& args) {
   launch.argv_storage = args.command;
   for (auto& a : launch.argv_storage) launch.argv.push_back(a.data());
   launch.argv.push_back(nullptr);
-  launch.env_storage = child_environment(args, fence);
+  std::string guard_sql;
+  try {
+    guard_sql = held.guard_sql();
+  } catch (const Error&) {
+    // Lost already (the command is stopped at the next check): a statement
+    // that fails as a lost hold's guard does, never one that passes.
+    guard_sql = "SELECT (SELECT 1 UNION ALL SELECT 2)";
+  }
+  launch.env_storage = child_environment(args, fence, guard_sql);
   if (args.permits != 0) launch.env_storage.push_back("DLOCK_SLOT=" + std::to_string(held.slot()));
   for (auto& e : launch.env_storage) launch.envp.push_back(e.data());
   launch.envp.push_back(nullptr);

@@ -336,3 +336,37 @@ TEST_F(Cli, HelpExplainsEverything) {
 
 }  // namespace
 }  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// `dlock run` hands its command the hold's guard statement: a shell script
+// guards its transaction with the mysql client, and the statement fails
+// once the hold has ended.
+TEST_F(Cli, RunExportsTheGuardStatementForAShellTransaction) {
+  const std::string data = options_.table + "_data";
+  test::execute_sql("DROP TABLE IF EXISTS `" + data + "`");
+  test::execute_sql("CREATE TABLE `" + data + "` (id INT PRIMARY KEY, counter INT NOT NULL) ENGINE=InnoDB");
+  test::execute_sql("INSERT INTO `" + data + "` VALUES (1, 0)");
+  const std::string mysql = "mariadb --no-defaults -h" + options_.host + " -P" + std::to_string(options_.port) + " -u" +
+                            options_.user + " -p" + options_.password + " " + options_.database;
+  const std::string saved = file("guard.sql");
+  const std::string script = mysql + " -e \"START TRANSACTION; UPDATE \\`" + data +
+                             "\\` SET counter = counter + 1; $DLOCK_GUARD_SQL; COMMIT\" && printf '%s' \"$DLOCK_GUARD_SQL\" > " +
+                             saved;
+  auto [out, code] = run(args({"run", "-c", script, "account"}));
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(test::query_scalar("SELECT counter FROM `" + data + "` WHERE id = 1"), "1");
+  const std::string guard = slurp(saved);
+  ASSERT_NE(guard.find("UPDATE"), std::string::npos) << guard;
+  // The hold is gone: the same transaction now fails and changes nothing.
+  std::ofstream(file("again.sql")) << "START TRANSACTION; UPDATE `" << data << "` SET counter = counter + 1; " << guard
+                                   << "; COMMIT;\n";
+  std::tie(out, code) = run_program("/bin/sh", {"-c", mysql + " < " + file("again.sql")});
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("1242"), std::string::npos) << out;
+  EXPECT_EQ(test::query_scalar("SELECT counter FROM `" + data + "` WHERE id = 1"), "1");
+}
+
+}  // namespace
+}  // namespace dlock
