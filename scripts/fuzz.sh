@@ -6,7 +6,8 @@
 #
 # Targets: fuzz_from_url (Options::from_url), fuzz_validation (lock names,
 # leases, table names against their stated rules), fuzz_duration (the dlock
-# command's duration parser). A crash, a hang (over 5 s on one input), a
+# command's duration parser), fuzz_guard_statement (the guard statement
+# builder: hostile names only ever as hex literals). A crash, a hang (over 5 s on one input), a
 # leak, an exception other than std::invalid_argument, or an accepted input
 # that breaks the rule fails the run; the reproducer lands in build-fuzz/.
 set -euo pipefail
@@ -43,7 +44,7 @@ echo "fuzz.sh: building in $build_dir (log: $build_dir/build.log)"
 cmake --build "$build_dir" -j "$(nproc)" >"$build_dir/build.log" 2>&1 || { tail -n 60 "$build_dir/build.log" >&2; exit 1; }
 
 status=0
-for target in fuzz_from_url fuzz_validation fuzz_duration; do
+for target in fuzz_from_url fuzz_validation fuzz_duration fuzz_guard_statement; do
   corpus="$build_dir/corpus/$target"
   mkdir -p "$corpus"
   cp -n "$root/tests/fuzz/seeds/$target/"* "$corpus/" 2>/dev/null || true

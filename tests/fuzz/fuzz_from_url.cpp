@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "api/validation.hpp"
+#include "base/validation.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view url(reinterpret_cast<const char*>(data), size);

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "api/validation.hpp"
+#include "base/validation.hpp"
 
 namespace {
 
