@@ -17,6 +17,7 @@
 //   dlock_bench --child-waiter URL CONTENDER NAME
 //   dlock_bench --child-throughput URL CONTENDER THREADS MILLISECONDS PREFIX
 #include <dlock/asio.hpp>
+#include <dlock/connector.hpp>
 #include <dlock/dlock.hpp>
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -921,6 +922,68 @@ struct Bench {
       report.goal({"uncontended cycle, " + name + ": <= 1.02 x metrics off", num(ratio, 3) + " x", ratio <= 1.02,
                    false});
     }
+  }
+
+  // 13. Guarded transactions: the critical section's transaction with the
+  // hold's guard last (docs/guarded-transactions.md) beside the same
+  // transaction unguarded, interleaved cycle by cycle on one client.
+  void guarded() {
+    const int cycles = quick ? 100 : 400;
+    const int rounds = quick ? 3 : 8;
+    Options o = Options::from_url(url);
+    o.table = "bench_guarded";
+    DatabaseDistributedLock client(o);
+    auto data = details::Connection::open(details::ConnectionSettings::from(o));
+    sql::Connection& db = data->raw_for_session_change();
+    const auto exec = [&](const std::string& sql) { std::unique_ptr<sql::Statement>(db.createStatement())->execute(sql); };
+    exec("DROP TABLE IF EXISTS bench_guarded_data");
+    exec("CREATE TABLE bench_guarded_data (id INT PRIMARY KEY, counter BIGINT NOT NULL) ENGINE=InnoDB");
+    exec("INSERT INTO bench_guarded_data VALUES (1, 0)");
+    Lock lock = client.get_lock("guarded");
+    const auto cycle = [&](bool with_guard) {
+      lock.lock();
+      exec("START TRANSACTION");
+      exec("UPDATE bench_guarded_data SET counter = counter + 1 WHERE id = 1");
+      if (with_guard) guard(db, lock);
+      exec("COMMIT");
+      lock.unlock();
+    };
+    std::map<bool, double> statements;
+    for (const bool with_guard : {false, true}) {
+      for (int i = 0; i < 20; ++i) cycle(with_guard);
+      std::int64_t best = -1;
+      for (int run = 0; run < 2; ++run) {
+        stats.reset();
+        for (int i = 0; i < cycles; ++i) cycle(with_guard);
+        const auto counted = stats.statements_since_last();
+        if (best < 0 || counted < best) best = counted;
+      }
+      statements[with_guard] = static_cast<double>(best) / cycles;
+    }
+    std::map<bool, std::vector<double>> samples;
+    for (int i = 0; i < rounds * cycles / 2; ++i) {
+      for (const bool with_guard : {i % 2 == 0, i % 2 != 0}) {
+        const auto t0 = Clock::now();
+        cycle(with_guard);
+        samples[with_guard].push_back(ms(Clock::now() - t0));
+      }
+    }
+    report.section("13. Guarded transactions: lock, a transaction with one UPDATE, (guard), commit, unlock",
+                   "One client and one connection of the program's own for the data, on the private server; the "
+                   "guarded and the unguarded cycle interleaved, alternating which goes first.");
+    const Summary plain = summarize(samples[false]);
+    const Summary guarded_sum = summarize(samples[true]);
+    report.table({"cycle", "statements / cycle", "median ms", "p99 ms", "median vs unguarded"},
+                 {{"unguarded", num(statements[false], 2), num(plain.median), num(plain.p99), "1.00"},
+                  {"guarded", num(statements[true], 2), num(guarded_sum.median), num(guarded_sum.p99),
+                   num(guarded_sum.median / plain.median, 2)}});
+    report.json("guarded", "{\"unguarded\": {\"statements\": " + num(statements[false], 2) + ", \"median_ms\": " +
+                               num(plain.median) + "}, \"guarded\": {\"statements\": " + num(statements[true], 2) +
+                               ", \"median_ms\": " + num(guarded_sum.median) + "}}");
+    report.goal({"guarded cycle: exactly one statement more than unguarded",
+                 num(statements[true] - statements[false], 2), statements[true] - statements[false] == 1.0, true});
+    const double ratio = guarded_sum.median / plain.median;
+    report.goal({"guarded cycle: <= 1.1 x the unguarded cycle", num(ratio, 2) + " x", ratio <= 1.1, false});
   }
 
   // 12. TLS: the uncontended cycle over encrypted sessions (the TLS-only
@@ -2168,7 +2231,7 @@ int main(int argc, char** argv) {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL] "
                      "[--tls-url URL]\n"
                      "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, election, multilock, metrics, fairness, starvation, wakeup, background, "
-                     "memory, async, tls (needs --tls-url: the TLS test server), cluster (needs --cluster-url: a node of a Galera "
+                     "memory, async, guarded, tls (needs --tls-url: the TLS test server), cluster (needs --cluster-url: a node of a Galera "
                      "cluster)\n";
         return 2;
       }
@@ -2209,6 +2272,7 @@ int main(int argc, char** argv) {
     if (selected("memory")) bench.memory();
     if (selected("async")) bench.async_waits();
     if (selected("tls") && !tls_url.empty()) bench.tls(tls_url);
+    if (selected("guarded")) bench.guarded();
     // Only when asked for: it needs a cluster beside the server.
     if (!cluster_url.empty() && ("," + only + ",").find(",cluster,") != std::string::npos) bench.cluster(cluster_url);
     else if (("," + only + ",").find(",cluster,") != std::string::npos) throw std::invalid_argument("--only cluster needs --cluster-url");

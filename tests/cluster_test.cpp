@@ -11,6 +11,7 @@
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 
+#include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 
@@ -244,6 +245,51 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
   auto again = holder_client.get_lock("after");
   EXPECT_TRUE(again.try_lock());
   again.unlock();
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A guarded transaction on node 2 and a take of its hold on node 1 never
+// both commit (docs/guarded-transactions.md): the guard writes the hold's
+// row, so Galera's certification aborts one of them. Here the guard runs
+// while the hold is live; the hold's lease then ends and a client on node 1
+// takes the name; the transaction, still open on node 2, must not commit.
+TEST_F(Failover, AGuardedTransactionAndATakeOnAnotherNodeNeverBothCommit) {
+  Options base = test::fresh_options();
+  const Options node1 = at(base, cluster_url("1"));
+  const Options node2 = at(base, cluster_url("2"));
+  DatabaseDistributedLock holder(node1);
+  DatabaseDistributedLock taker(node1);
+  auto data = details::Connection::open(details::ConnectionSettings::from(node2));
+  data->execute_plain("DROP TABLE IF EXISTS `" + base.table + "_data`");
+  data->execute_plain("CREATE TABLE `" + base.table + "_data` (id INT PRIMARY KEY, counter INT NOT NULL) ENGINE=InnoDB");
+  data->execute_plain("INSERT INTO `" + base.table + "_data` VALUES (1, 0)");
+  Lock lock = holder.get_lock("account", Owner::create());
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(lock.try_lock(5s, 800ms));
+    data->execute_plain("START TRANSACTION");
+    data->execute_plain("UPDATE `" + base.table + "_data` SET counter = counter + 1 WHERE id = 1");
+    data->execute_plain(lock.guard_sql());  // passes: the hold is live (node 2 sees node 1's take)
+    // The lease ends; node 1 knows nothing of node 2's row lock.
+    ASSERT_TRUE(taker.try_lock("account", 10s)) << "the take on node 1";
+    bool committed = true;
+    try {
+      data->execute_plain("COMMIT");
+    } catch (const sql::SQLException& e) {
+      committed = false;
+      EXPECT_EQ(e.getErrorCode(), details::mysql_error::kDeadlock) << e.what();  // certification failure
+    }
+    EXPECT_FALSE(committed) << "the guarded transaction committed after the hold was taken on another node";
+    taker.unlock("account");
+    lock.unlock();
+    data = details::Connection::open(details::ConnectionSettings::from(node2));
+  }
+  EXPECT_EQ(test::query_scalar("SELECT COUNT(*) FROM `" + base.table + "_data` WHERE counter > 0"), "0");
 }
 
 }  // namespace

@@ -108,13 +108,14 @@ struct Config {
   std::string proxy_url;
   std::string placement = "several";
   std::set<std::string> faults;
-  int workers = 9, threads = 2, names = 3;
+  int workers = 10, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
   int multi_workers = 1;      // of `workers`, how many run the multi-lock workload
   int fair_workers = 2;       // of `workers`, how many run the fair-lock workload
   int election_workers = 1;   // of `workers`, how many run the election workload
+  int guarded_workers = 1;    // of `workers`, how many run the guarded workload
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -228,6 +229,8 @@ struct RunResult {
   long election_terms = 0;   // terms in which a leader of "e0" worked (an op WORKER:eTHREAD:SEQ)
   int most_permits = 0;  // applied semaphore sections overlapping at once, at most
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
+  long lost_on_guarded = 0;  // of lost_updates, of the guarded workload ("g*")
+  long guarded_committed = 0;  // increments of "g*" committed
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
   long reads = 0, writes = 0;  // applied read and write sections of "rw"
   long rw_overlaps = 0;        // applied writes overlapping applied reads (a violation each)
@@ -311,6 +314,8 @@ class Run {
     for (int n = 0; n < kFairNames; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('f" + std::to_string(n) + "')");
     admin_.exec("INSERT INTO torture_resource (name) VALUES ('" + std::string(kElectionName) + "')");
+    for (int n = 0; n < kGuardedNames; ++n)
+      admin_.exec("INSERT INTO torture_resource (name) VALUES ('g" + std::to_string(n) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -342,7 +347,7 @@ class Run {
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
                                             runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0",
                                             runs_multi(s.index) ? "1" : "0", runs_fair(s.index) ? "1" : "0",
-                                            runs_election(s.index) ? "1" : "0"});
+                                            runs_election(s.index) ? "1" : "0", runs_guarded(s.index) ? "1" : "0"});
   }
 
   // Where library worker `index` connects: the run's URL on one server; on a
@@ -352,6 +357,13 @@ class Run {
     if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
     const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
     return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
+  }
+
+  // The guarded workers come right before the election ones.
+  bool runs_guarded(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers -
+                      cfg_.multi_workers - cfg_.fair_workers - cfg_.election_workers - cfg_.guarded_workers;
+    return index >= first && index < first + cfg_.guarded_workers;
   }
 
   // The election workers come right before the fair-lock ones.
@@ -952,9 +964,11 @@ class Run {
       const long applied = std::stol(row[2]);
       r.counter += counter;
       r.applied += applied;
+      if (!row[0].empty() && row[0][0] == 'g') r.guarded_committed += counter;
       if (counter != applied) {
         r.lost_updates += applied - counter;
         if (!row[0].empty() && row[0][0] == 's') r.lost_on_slots += applied - counter;
+        if (!row[0].empty() && row[0][0] == 'g') r.lost_on_guarded += applied - counter;
         r.violations.push_back("lost updates on " + row[0] + ": " + std::to_string(applied) + " increments applied, counter " +
                                std::to_string(counter));
       }
@@ -982,6 +996,7 @@ class Run {
       by_name[a[0]].push_back({std::stoull(a[1]), a[2] == "1", std::stod(a[3]), std::stod(a[4]), a[5], std::stoll(a[6])});
     for (auto& [name, rows] : by_name) {
       if (name == "v") continue;  // reads share tokens and overlap; checked below
+      if (!name.empty() && name[0] == 'g') continue;  // the guarded workload has no fence: its lost updates tell
       std::set<std::uint64_t> seen;
       for (const auto& row : rows)
         if (!seen.insert(row.fence).second)
@@ -1154,6 +1169,8 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| holds followed by the loss-order check / of them ended by a loss their process was told of | "
             << r.loss_holds << " / " << r.loss_told << " |\n";
   std::cout << "| grants while an earlier holder still counted its hold live | " << r.loss_violations << " |\n";
+  std::cout << "| guarded workload (no fence): increments committed / lost | " << r.guarded_committed << " / "
+            << r.lost_on_guarded << " |\n";
   std::cout << "| election terms in which a leader worked (one section each, fenced by the term) | "
             << r.election_terms << " |\n";
   std::cout << "| semaphore permits in use at once, at most (bound " << kSemaphorePermits << ") | " << r.most_permits
@@ -1185,7 +1202,8 @@ int orchestrate(Config cfg) {
             << " threads; " << cfg.rw_workers
             << " on read-write lock \"rw\"; " << cfg.multi_workers
             << " on sets of 2-8 of " << kMultiNames << " names taken together; " << cfg.fair_workers
-            << " on fair locks; " << cfg.election_workers << " campaigning in election \"" << kElectionName << "\"), "
+            << " on fair locks; " << cfg.election_workers << " campaigning in election \"" << kElectionName << "\"; "
+            << cfg.guarded_workers << " on guarded transactions, no fence), "
             << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")
@@ -1237,6 +1255,10 @@ int orchestrate(Config cfg) {
   // it (as a client whose loss waited behind a hung statement would): the
   // loss-order check must see grants before it.
   const bool late_losses_caught = control_result.loss_violations > 0;
+  // The control's guarded workers commit unguarded: they must lose updates.
+  const bool unguarded_caught = control_cfg.guarded_workers == 0 || control_result.lost_on_guarded > 0;
+  std::cout << "; lost updates of the guarded workload without its guard: " << control_result.lost_on_guarded
+            << (unguarded_caught ? " (caught, as they must be)" : " (NONE: the guarded workload is not checking)");
   std::cout << "; grants while an earlier holder still counted its hold live: " << control_result.loss_violations
             << (late_losses_caught ? " (caught, as they must be)" : " (NONE: the loss-order check is not checking)");
   if (control_cfg.fair_workers > 0)
@@ -1244,7 +1266,7 @@ int orchestrate(Config cfg) {
               << (order_caught ? " (caught, as they must be)" : " (NONE: the grant-order check is not checking)");
   std::cout << "\n";
   bool ok = main_result.violations.empty() && control_result.lost_updates > 0 && overlaps_caught && order_caught &&
-            late_losses_caught;
+            late_losses_caught && unguarded_caught;
   std::cout << "\nresult: " << (ok ? "PASS" : "FAIL") << std::endl;
   return ok ? 0 : 1;
 }
@@ -1256,7 +1278,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 18 && args[0] == "--worker") {
+    if (args.size() == 19 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -1275,6 +1297,7 @@ int main(int argc, char** argv) {
       w.multi = args[15] == "1";
       w.fair = args[16] == "1";
       w.election = args[17] == "1";
+      w.guarded = args[18] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -1316,6 +1339,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--multi-workers") cfg.multi_workers = std::stoi(value());
       else if (args[i] == "--fair-workers") cfg.fair_workers = std::stoi(value());
       else if (args[i] == "--election-workers") cfg.election_workers = std::stoi(value());
+      else if (args[i] == "--guarded-workers") cfg.guarded_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -1376,6 +1400,10 @@ int main(int argc, char** argv) {
                                             cfg.fair_workers + cfg.election_workers >
                                         cfg.workers)
       throw std::invalid_argument("--election-workers must be 0 to --workers minus the other workloads' workers");
+    if (cfg.guarded_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers +
+                                           cfg.fair_workers + cfg.election_workers + cfg.guarded_workers >
+                                       cfg.workers)
+      throw std::invalid_argument("--guarded-workers must be 0 to --workers minus the other workloads' workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

@@ -48,6 +48,14 @@ inline constexpr int kFairNames = 2;
 // two leaders acted at once (a term granted twice, or two overlapping
 // sections whose older one landed, is a violation).
 inline constexpr const char* kElectionName = "e0";
+// The guarded workload (docs/guarded-transactions.md): threads take lock
+// "g0" or "g1" with a fixed lease and, in one transaction on the same
+// database, read the name's counter, write it plus one and an audit row,
+// run the lock's guard last and commit, with no fence anywhere. Now and
+// then a thread pauses past its lease between the read and the write, or
+// between the write and the guard. Lost updates on "g*" are the checker's
+// count; the control run drops the guard and must lose some.
+inline constexpr int kGuardedNames = 2;
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -83,6 +91,8 @@ struct WorkerArgs {
   bool fair = false;
   // The election workload: `threads` candidates per client in "e0".
   bool election = false;
+  // The guarded workload: `threads` threads on "g*".
+  bool guarded = false;
 };
 
 int run_worker(const WorkerArgs& args);

@@ -4,6 +4,7 @@
 #include "torture.hpp"
 
 #include <dlock/asio.hpp>
+#include <dlock/connector.hpp>
 #include <dlock/dlock.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -372,6 +373,101 @@ struct Worker {
     }
   }
 
+  // One thread of the guarded workload (see kGuardedNames): no fence; the
+  // guard alone keeps a transaction whose hold was lost from committing
+  // (the control run leaves it out).
+  void run_guarded_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    long seq = 0;
+    while (now_us() < args.until_us) {
+      const std::string name = "g" + std::to_string(rng() % static_cast<unsigned>(kGuardedNames));
+      Lock lock = client.get_lock(name);
+      bool acquired = false;
+      try {
+        acquired = lock.try_lock(std::chrono::seconds(2), std::chrono::milliseconds(kLeaseMs));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      if (!acquired) continue;
+      const std::int64_t at = now_us();
+      history.line("acq " + name + " " + std::to_string(at));
+      std::uint64_t fence = 0;
+      try {
+        fence = lock.fencing_token();  // for the loss-order check only
+      } catch (const BackendError&) {
+      }
+      const std::string who = owner_of("g" + std::to_string(index));
+      held(name, fence, false, who, at);
+      const std::string op = args.machine_id + ":g" + std::to_string(index) + ":" + std::to_string(++seq);
+      // One section in ten pauses past the lease: before the write or after it.
+      const int stall = rng() % 20;
+      guarded_section(db, name, lock, op, [&](bool after_write) {
+        const bool long_pause = stall == (after_write ? 1 : 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(long_pause ? kLeaseMs + 500 : 1 + rng() % 4));
+      });
+      let_go(name, fence, who);
+      lock.unlock();  // never throws for database trouble
+    }
+  }
+
+  // The guarded read-modify-write of `name`'s counter: read, pause(false),
+  // write and audit, pause(true), guard (not in the control run), commit.
+  template <class Pause>
+  void guarded_section(std::unique_ptr<details::Connection>& db, const std::string& name, const Lock& lock,
+                       const std::string& op, Pause&& pause) {
+    bool begun = false;
+    try {
+      if (!db || db->broken()) db = details::Connection::open(settings);
+      sql::Connection& raw = db->raw_for_session_change();
+      db->execute_plain("START TRANSACTION");
+      auto& read = db->prepared("SELECT counter, DATE_FORMAT(SYSDATE(6), '%Y-%m-%d %H:%i:%s.%f') FROM "
+                                "torture_resource WHERE name = ?");
+      read.setString(1, name);
+      std::unique_ptr<sql::ResultSet> rs(read.executeQuery());
+      if (!rs->next()) throw std::runtime_error("no resource row for " + name);
+      const std::int64_t counter = rs->getInt64(1);
+      const std::string entry = rs->getString(2);
+      rs.reset();
+      pause(false);
+      history.line("begin " + op);
+      begun = true;
+      auto& write = db->prepared("UPDATE torture_resource SET counter = ? WHERE name = ?");
+      write.setInt64(1, counter + 1);
+      write.setString(2, name);
+      write.executeUpdate();
+      auto& audit = db->prepared(
+          "INSERT INTO torture_audit (name, fence, worker, entry_time, exit_time, applied, op, seq)"
+          " VALUES (?, 0, ?, ?, SYSDATE(6), 1, ?, ?)");
+      audit.setString(1, name);
+      audit.setString(2, args.machine_id);
+      audit.setString(3, entry);
+      audit.setString(4, op);
+      audit.setInt64(5, counter + 1);
+      audit.executeUpdate();
+      pause(true);
+      if (args.fenced) guard(raw, lock);  // the control run commits unguarded
+      db->execute_plain("COMMIT");
+      history.line("ok " + op);
+    } catch (const LockLostError&) {
+      try {
+        db->execute_plain("ROLLBACK");
+      } catch (const std::exception&) {
+        db->mark_broken();
+      }
+      history.line("refused " + op);  // rolled back: the hold was not live
+    } catch (const sql::SQLException& e) {
+      const bool lost = e.getErrorCode() == 0 || details::is_connection_error(e.getErrorCode());
+      if (db) db->mark_broken();  // a fresh connection next time: the server rolls the transaction back
+      history.line(std::string(begun && lost ? "unknown " : "failed ") + op + " " + std::to_string(e.getErrorCode()));
+    } catch (const std::exception& e) {
+      if (db) db->mark_broken();
+      history.line(std::string(begun ? "unknown " : "failed ") + op + " " + e.what());
+    }
+  }
+
   // One candidate of the election workload (see kElectionName).
   void run_election_thread(int index) {
     std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
@@ -654,7 +750,9 @@ int run_worker(const WorkerArgs& args) {
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
-        if (args.election) {
+        if (args.guarded) {
+          threads.emplace_back([&worker, t] { worker.run_guarded_thread(t); });
+        } else if (args.election) {
           threads.emplace_back([&worker, t] { worker.run_election_thread(t); });
         } else if (args.fair) {
           threads.emplace_back([&worker, t] { worker.run_fair_thread(t); });
