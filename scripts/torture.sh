@@ -5,7 +5,8 @@
 # wait_timeout; then a checker reads the audit trail and the histories.
 #
 #   scripts/torture.sh [--quick] [--faults LIST] [--duration SECONDS]
-#                      [--workers K] [--multi-workers M] [--fair-workers F] [--threads T] [--names N]
+#                      [--workers K] [--multi-workers M] [--fair-workers F] [--guarded-workers G]
+#                      [--threads T] [--names N]
 #                      [--cluster [--placement one|several]]
 #
 # Fault kinds (comma-separated, default all): kill-holder, pause-holder,
@@ -16,7 +17,10 @@
 # drop-replies (the same, but requests get through and every answer is
 # thrown away), pool, shared-id. Besides the library workers, a CLI
 # workload runs its critical sections under `dlock run` (kill-dlock kills
-# those dlock processes). Besides exclusion, fences and lost updates, the
+# those dlock processes), and a guarded workload (transactions on a counter
+# in the lock table's database, each with its hold's guard last and no
+# fence check anywhere; the control drops the guard). Besides exclusion,
+# fences and lost updates, the
 # checker proves every loss was told before the hold was granted to
 # another owner (loss order; holders stopped or killed excused while they
 # cannot run). --quick runs 110 s plus a 40 s control run (under 4

@@ -4,9 +4,10 @@
 //                 [--quick] [--faults LIST] [--duration SECONDS]
 //   dlock_torture --cluster scripts/cluster.sh [--placement one|several] --out DIR ...
 //                 [--workers K] [--async-workers A] [--semaphore-workers S] [--rw-workers R]
-//                 [--multi-workers M] [--fair-workers F] [--threads T] [--names N]
+//                 [--multi-workers M] [--fair-workers F] [--election-workers E]
+//                 [--guarded-workers G] [--threads T] [--names N]
 //   dlock_torture --worker URL MACHINE_ID LABEL CLIENTS HISTORY LOG THREADS NAMES POOL FENCED UNTIL_US ASYNC SEMAPHORE RW
-//                 MULTI FAIR
+//                 MULTI FAIR ELECTION GUARDED
 //   dlock_torture --cli-worker URL DLOCK ID HISTORY PIDFILE NAMES FENCED UNTIL_US
 //   dlock_torture --cli-step URL NAME OP HISTORY FENCED CLI_WORKER_PID
 //
@@ -40,7 +41,13 @@
 // its token, each grant's hold id recorded; the queues are sampled, and a
 // grant out of queue order is a violation: grant_order.hpp), and
 // --election-workers the election workload (candidates in election "e0";
-// each term's leader works on resource "e0" with its term, then resigns).
+// each term's leader works on resource "e0" with its term, then resigns),
+// and --guarded-workers the guarded workload (locks "g0" and "g1": each
+// holder reads and writes its counter row in a transaction of its own on
+// the lock table's database, runs the hold's guard_sql() last and commits,
+// with no fence check anywhere; holders are paused past their lease between
+// the write and the guard; the control drops the guard and must lose
+// updates).
 // Exit status 0 only if the checker found no
 // violation and the control run (no fence guard, holders paused, fair
 // queues reordered behind the library's back) lost updates and, with
