@@ -188,5 +188,25 @@ TEST(HoldRegistryDeadlines, AHoldPastItsDeadlineIsNeverExtendedOrReentered) {
   EXPECT_EQ(holds.next_deadline(), now - std::chrono::milliseconds(5));
 }
 
+// A fence read that comes back after the hold was counted lost: the loss
+// was told without a fence, so no token may be handed out for it now.
+TEST(HoldRegistry, AFenceReadBackAfterTheLossIsNotLearned) {
+  HoldRegistry holds;
+  const auto now = std::chrono::steady_clock::now();
+  record(holds, "n", 1, 11, 1, true, now + std::chrono::seconds(30), 0, 0);
+  const auto h = holds.find(K("n"), 1);
+  ASSERT_TRUE(h.has_value());
+  ASSERT_TRUE(holds.mark_lost(K("n"), 1, h->generation).has_value());
+  EXPECT_FALSE(holds.learn(K("n"), 1, h->generation, 42, 0));
+  EXPECT_EQ(holds.find(K("n"), 1)->fence, 0u);
+  // A live one learns it.
+  record(holds, "m", 1, 12, 1, true, now + std::chrono::seconds(30), 0, 0);
+  const auto m = holds.find(K("m"), 1);
+  EXPECT_TRUE(holds.learn(K("m"), 1, m->generation, 43, 0));
+  EXPECT_EQ(holds.find(K("m"), 1)->fence, 43u);
+  // Another generation's read (a hold taken again since) is not learned.
+  EXPECT_FALSE(holds.learn(K("m"), 1, m->generation + 1, 44, 0));
+}
+
 }  // namespace
 }  // namespace dlock::details

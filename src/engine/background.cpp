@@ -252,7 +252,9 @@ std::optional<Hold> Engine::confirmed_hold(NameKeyView key, std::uint64_t owner)
   }
   if (hold->fence == 0 || hold->slot == kAnySlot) {
     // Learned once: a hold's fence and slot never change while it is held.
-    holds_.learn(key, owner, hold->generation, seen.fence, seen.key.slot);
+    // A hold counted lost while the read ran gets no token: its loss was
+    // told without one.
+    if (!holds_.learn(key, owner, hold->generation, seen.fence, seen.key.slot)) return std::nullopt;
     hold->fence = seen.fence;
     hold->slot = seen.key.slot;
   }

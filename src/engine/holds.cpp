@@ -180,13 +180,14 @@ std::optional<Hold> HoldRegistry::mark_lost(NameKeyView name, std::uint64_t owne
   return before;
 }
 
-void HoldRegistry::learn(NameKeyView name, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence,
+bool HoldRegistry::learn(NameKeyView name, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence,
                          std::uint64_t slot) {
   std::lock_guard<std::mutex> guard(mutex_);
   OwnerHold* found = find_locked(name, owner);
-  if (found == nullptr || found->hold.generation != generation) return;
+  if (found == nullptr || found->hold.generation != generation || found->hold.lost) return false;
   found->hold.fence = fence;
   found->hold.slot = slot;
+  return true;
 }
 
 std::vector<HoldRef> HoldRegistry::watchdog_holds() const {

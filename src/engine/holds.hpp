@@ -115,8 +115,11 @@ class HoldRegistry {
   // it had; the registry forgets that session, since the caller rings its
   // bell at once (a lost hold keeps none).
   std::optional<Hold> mark_lost(NameKeyView key, std::uint64_t owner, std::uint64_t generation);
-  // What a read of the hold's row showed: its fence and slot.
-  void learn(NameKeyView key, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence, std::uint64_t slot);
+  // What a read of the hold's row showed: its fence and slot. False (and
+  // nothing learned) if the hold of `generation` is gone or was counted
+  // lost while the read ran: its loss was told with what was known then,
+  // and nobody may be given a token for it afterwards.
+  bool learn(NameKeyView key, std::uint64_t owner, std::uint64_t generation, std::uint64_t fence, std::uint64_t slot);
 
   // Live watchdog-mode holds, for one renewal round.
   std::vector<HoldRef> watchdog_holds() const;
