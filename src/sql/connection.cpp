@@ -11,6 +11,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 namespace dlock::details {
@@ -128,6 +129,11 @@ bool is_connection_error(int code) {
   }
 }
 
+bool is_connection_limit(int code) {
+  return code == mysql_error::kTooManyConnections || code == mysql_error::kTooManyUserConnections ||
+         code == mysql_error::kUserLimitReached;
+}
+
 bool is_retryable(int code) { return code == mysql_error::kDeadlock || code == mysql_error::kLockWaitTimeout; }
 
 BackendError to_backend_error(const sql::SQLException& e, const std::string& context) {
@@ -136,6 +142,30 @@ BackendError to_backend_error(const sql::SQLException& e, const std::string& con
                           (state.empty() ? "" : ", SQLSTATE " + state) + ")",
                       e.getErrorCode(), state);
 }
+
+namespace {
+
+// Connects; a server (or account) at its connection limit is asked again
+// with a growing pause (10 ms doubling to 500 ms, jittered) until
+// `connect_timeout` (or the caller's budget) would pass, then its refusal
+// is what the caller sees.
+std::unique_ptr<sql::Connection> connect_within_limits(sql::ConnectOptionsMap& props, Millis connect_timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + connect_timeout;
+  thread_local std::mt19937 jitter(std::random_device{}());
+  for (int pause_ms = 10;; pause_ms = std::min(pause_ms * 2, 500)) {
+    try {
+      return std::unique_ptr<sql::Connection>(driver()->connect(props));
+    } catch (const sql::SQLException& e) {
+      if (!is_connection_limit(e.getErrorCode())) throw;
+      const Millis pause(pause_ms / 2 + static_cast<int>(jitter() % static_cast<unsigned>(pause_ms / 2 + 1)));
+      if (Clock::now() + pause >= give_up || !CallBudget::allows(pause)) throw;
+      std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Connection> Connection::open(const ConnectionSettings& settings) {
   if (!settings.servers) return open_at(settings, settings.host, settings.port, 0);
@@ -191,7 +221,7 @@ std::unique_ptr<Connection> Connection::open_at(const ConnectionSettings& settin
   apply_tls(props, settings.tls);
   c->server_ = host + ":" + std::to_string(port);
   try {
-    c->connection_.reset(driver()->connect(props));
+    c->connection_ = connect_within_limits(props, settings.connect_timeout);
     c->check_encryption(settings.tls.mode);
     c->profile_ = ServerProfile::detect(*c->connection_);
     c->apply_session_settings();

@@ -87,7 +87,15 @@ inline constexpr int kWsrepNotReady = 1047;
 inline constexpr int kReadOnly = 1290;  // ER_OPTION_PREVENTS_STATEMENT: read_only / super_read_only
 inline constexpr int kDuplicateKey = 1062;
 inline constexpr int kNoSuchTable = 1146;
+// The server (1040) or the account (1203, 1226) is at its connection limit.
+inline constexpr int kTooManyConnections = 1040;
+inline constexpr int kTooManyUserConnections = 1203;
+inline constexpr int kUserLimitReached = 1226;
 }  // namespace mysql_error
+
+// True for a refusal at a connection limit: a connect is tried again with a
+// growing pause within connect_timeout (a slow connect, not a failure).
+bool is_connection_limit(int code);
 
 // True for errors that mean the connection is gone (or never came up), or
 // that its server cannot serve it now (a Galera node out of the primary
