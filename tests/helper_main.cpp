@@ -37,6 +37,8 @@
 //       (so a release from then on is one it must be woken by), then
 //       "acquired FENCE MS" or "timeout MS" (milliseconds waited), releases
 //       and exits.
+//   dlock_test_helper URL wait-fair NAME WAIT_MS
+//       The same with fair lock NAME.
 //   dlock_test_helper URL campaign NAME VALUE
 //       campaigns with VALUE; prints "leader TERM", then holds until killed.
 //   dlock_test_helper URL campaign-for NAME VALUE MS
@@ -250,26 +252,28 @@ int main(int argc, char** argv) {
       std::cout << "released" << std::endl;
       return 0;
     }
-    if (command == "wait" && argc == 5) {
+    if ((command == "wait" || command == "wait-fair") && argc == 5) {
+      const bool fair = command == "wait-fair";
+      dlock::Lock lock = fair ? client.get_fair_lock(name) : client.get_lock(name);
       const auto start = std::chrono::steady_clock::now();
       std::atomic<bool> ended{false};
       std::thread announce([&] {
         while (!ended) {
-          if (client.metrics().of(dlock::MetricKind::kLock).waiting >= 1) {
+          if (client.metrics().of(fair ? dlock::MetricKind::kFairLock : dlock::MetricKind::kLock).waiting >= 1) {
             std::cout << "waiting" << std::endl;
             return;
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
       });
-      const bool ok = client.try_lock(name, dlock::Millis(std::stol(argv[4])));
+      const bool ok = lock.try_lock_for(dlock::Millis(std::stol(argv[4])));
       ended = true;
       announce.join();
       const auto waited =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
       if (ok) {
-        std::cout << "acquired " << client.fencing_token(name) << " " << waited << std::endl;
-        client.unlock(name);
+        std::cout << "acquired " << lock.fencing_token() << " " << waited << std::endl;
+        lock.unlock();
       } else {
         std::cout << "timeout " << waited << std::endl;
       }

@@ -42,13 +42,14 @@ std::size_t force_unlock(const Options& options, Kind kind, std::string_view nam
   Schema(options.table).prepare(*c, false);
   const HoldRows rows(options.table, nullptr);
   // The write side: the head alone, never a waiting writer's mark row.
-  if (kind != Kind::kRead) return rows.force(*c, kind, name, kind == Kind::kWrite);
-  // The read side: every read hold and the count with them, as the engine's
-  // kind does it.
+  if (kind != Kind::kRead && kind != Kind::kFair) return rows.force(*c, kind, name, kind == Kind::kWrite);
+  // The read side (every read hold and the count with them) and the fair
+  // lock (granted to the first waiter, as a release would), as the
+  // engine's kinds do it.
   Options quiet = options;
   quiet.create_table = false;
   DatabaseDistributedLock client(quiet);
-  return ClientAccess::of(client).force_release(NameKeyView{Kind::kRead, name});
+  return ClientAccess::of(client).force_release(NameKeyView{kind, name});
 }
 
 std::string init_tables(const Options& options) {

@@ -48,13 +48,21 @@ AcquireStep Engine::attempt_step(const AcquireRequest& r) {
   const Attempt a = attempt(k, r);
   AcquireStep step;
   if (a.acquired) {
+    // A place in line kept for this name goes to the next client.
+    if (bells_ && !r.single_attempt) bells_->settled(r.key);
     step.next = AcquireStep::Next::kAcquired;
     return step;
   }
   if (r.single_attempt) return step;  // kGaveUp
   // Holds of this client wake their waiters here when they end; the bell
   // watcher is for holds elsewhere.
-  if (bells_ && a.foreign) bells_->arm(r.key);
+  if (bells_) {
+    if (a.foreign) {
+      bells_->arm(r.key);
+    } else {
+      bells_->settled(r.key);
+    }
+  }
   return wait_step(r.forever, r.deadline, a.ttl_us);
 }
 

@@ -11,6 +11,7 @@
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
+#include "sql/bells.hpp"
 
 namespace dlock::details {
 
@@ -47,6 +48,20 @@ ConnectionSettings io_settings(const ConnectionSettings& settings, Millis renew_
   ConnectionSettings s = settings;
   s.lock_wait_seconds = 1;
   s.io_timeout = std::clamp(renew_period, Millis(2'000), std::max(Millis(2'000), settings.io_timeout));
+  return s;
+}
+
+// Bell connections wait in line (or on a queue entry) for up to
+// kTurnWaitSeconds in one statement: a hundred clients waiting in turn
+// then cost the server a few statements a second between them. Their read
+// timeout is a little longer (a statement lost in a partition holds up
+// only the bell connection: the poller covers the waiters meanwhile).
+ConnectionSettings bell_settings(const ConnectionSettings& settings) {
+  ConnectionSettings s = settings;
+  // Row lock waits (marks) as on the other connections.
+  if (s.lock_wait_seconds == 0)
+    s.lock_wait_seconds = std::max<int>(1, static_cast<int>((settings.io_timeout.count() + 999) / 1000) - 1);
+  s.io_timeout = std::max(settings.io_timeout, Millis((Engine::kTurnWaitSeconds + 3) * 1000));
   return s;
 }
 
@@ -113,7 +128,8 @@ void Engine::start() {
   io_.every(options_.poll_interval, "polling waited-for names",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
   if (options_.fast_wakeup) {
-    // One GET_LOCK wait must end before the connection's read timeout.
+    // A bell wait must end before io_timeout (a bell connection's read
+    // timeout, but for the longer waits in turn: see bell_settings).
     const auto io_seconds = (options_.io_timeout.count() + 999) / 1000;
     const int wait_seconds = static_cast<int>(std::min<std::int64_t>(10, io_seconds - 1));
     if (wait_seconds >= 1) {
@@ -138,9 +154,16 @@ void Engine::start() {
       };
       hooks.blockers = [this](Kind k) { return kind(k).traits.blocked_by; };
       hooks.subscribed = [this](const NameKey& key) { return waiters_.has_subscriber(key); };
-      bells_ = std::make_unique<BellWatcher>(settings_, rows_, hold_tag_, client_key_, options_.wakeup_connections,
-                                             wait_seconds,
-                                             logger_, std::move(hooks));
+      hooks.policy = [this](Kind k) { return kind(k).traits.wake; };
+      hooks.line = [this](const NameKey& key) {
+        return line_lock_name(options_.database, options_.table, static_cast<int>(key.kind), key.name);
+      };
+      hooks.queue_place = [this](Connection& c, const NameKey& key) {
+        return kind(key.kind).queue_place(*this, c, key.name);
+      };
+      bells_ = std::make_unique<BellWatcher>(bell_settings(settings_), rows_, hold_tag_, client_key_,
+                                             options_.wakeup_connections, wait_seconds, logger_, std::move(hooks),
+                                             BellWatcher::kCloseIdleAfter, kTurnWaitSeconds);
     } else {
       logger_->info("dlock: fast_wakeup needs io_timeout >= 2 s (a bell wait must end before the read timeout); "
                     "waiters in this client rely on polling");

@@ -349,6 +349,9 @@ class Engine {
   // How soon a failed renewal is tried again (never later than the next
   // tick either).
   static constexpr Millis kRenewRetry{250};
+  // Longest wait in line or on a fair queue entry (one statement; see
+  // wakeup/bell_watcher.hpp, "Waiting in turn").
+  static constexpr int kTurnWaitSeconds = 30;
   std::uint64_t handoffs() const noexcept { return handoffs_.load(std::memory_order_relaxed); }
   void enable_handoffs(bool on) noexcept { handoffs_enabled_.store(on, std::memory_order_relaxed); }
   void set_handoff_chain_for_tests(Millis bound) noexcept {

@@ -20,6 +20,7 @@
 #include "engine/holds.hpp"
 #include "engine/request.hpp"
 #include "sql/hold_rows.hpp"
+#include "wakeup/wake_policy.hpp"
 
 namespace dlock::details {
 
@@ -67,6 +68,10 @@ class HoldKind {
     // Watchers of the name (an election's observers) are told of every
     // fresh take here, not only of releases: the new holder is news.
     bool takes_are_news = false;
+    // How waiting clients take turns watching a hold of another client
+    // (wakeup/wake_policy.hpp): all at once, in line, or each behind the
+    // queue entry before its own (then queue_place says where).
+    WakePolicy wake = WakePolicy::kEveryone;
   };
 
   explicit HoldKind(Traits t) : traits(std::move(t)) {}
@@ -176,6 +181,9 @@ class HoldKind {
   // copies an entry's bell into): a ring moves them to the session's next
   // bell with its holds. Default: none.
   virtual void rows_with_bell_of(std::uint64_t /*session*/, std::vector<HeldRow>& /*out*/) {}
+  // WakePolicy::kChain: this client's place in the queue of `name`, read
+  // on `c` (a bell connection). Default: none.
+  virtual QueuePlace queue_place(Engine&, Connection&, std::string_view /*name*/) { return {}; }
   // Every poll interval, on the io thread, whether or not anyone waits.
   virtual void maintain(Engine&, const std::function<Connection&()>&) {}
   // How many names this kind keeps per-client state for (tests: it stays

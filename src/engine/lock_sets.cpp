@@ -104,13 +104,24 @@ AcquireStep Engine::set_step(const SetRequest& r) {
   AcquireStep step;  // kGaveUp
   if (a.acquired) {
     if (metrics_) metrics_->sets_held(1);
+    if (bells_ && !r.single_attempt)
+      for (const auto& n : r.names) bells_->settled(NameKey(Kind::kLock, n));
     step.next = AcquireStep::Next::kAcquired;
     return step;
   }
   if (r.single_attempt) return step;
-  // Releases elsewhere ring the bells of the holds that block the set.
-  if (bells_)
-    for (const auto& f : a.foreign) bells_->arm(NameKey(Kind::kLock, f));
+  // Releases elsewhere ring the bells of the holds that block the set;
+  // places in line kept for the names no other client blocks go on.
+  if (bells_) {
+    for (const auto& n : r.names) {
+      const NameKey key(Kind::kLock, n);
+      if (std::find(a.foreign.begin(), a.foreign.end(), n) != a.foreign.end()) {
+        bells_->arm(key);
+      } else {
+        bells_->settled(key);
+      }
+    }
+  }
   return wait_step(r.forever, r.deadline, a.ttl_us);  // until the first blocking lease ends
 }
 

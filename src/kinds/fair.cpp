@@ -2,14 +2,16 @@
 // lock's; its waiters queue in rows (5, name, slot > 0), one per waiting
 // request (slot: the client's 48-bit key, then a number of its own), in the
 // order they joined (acquired_at, then slot). A queue entry is live while
-// its mark (intent_expire) is ahead: the client's poller renews it, so the
+// its mark (intent_expire) is ahead: the client's poller renews it (one
+// statement per poll interval for all of a client's entries), so the
 // entry of a dead process is passed over within 3 poll intervals. An entry
 // carries the hold its waiter will get (hold id, owner, mode, lease, the
 // bell of the session that joined), and its expire_time never moves: no
 // generic statement (renewal, force, listings) ever sees it as a hold.
 //
-// The head's intent_expire says "the queue may be non-empty until then"
-// (the latest mark of any entry), so the uncontended take and release stay
+// The head's intent_expire says "the queue may be non-empty": a join sets
+// it far ahead, and the release (or force-unlock, or checked take) that
+// finds no live entry clears it, so the uncontended take and release stay
 // single-row statements: a take is refused while it is ahead (no barging),
 // a release frees quietly only while it is past. Otherwise the release
 // grants: in the same statement the first live entry's hold becomes the
@@ -20,7 +22,14 @@
 //
 // A waiter that stops waiting leaves the queue (its mark moved into the
 // past); if a release granted it the hold meanwhile, it releases that hold
-// at once, which grants the next one.
+// at once, which grants the next one. Force-unlock grants as a release
+// does.
+//
+// A grant is found by the waiter's client when the release's ring wakes it
+// (its bell connection waits behind the entry before its own, or on the
+// holder's bell when first: WakePolicy::kChain), or at its next poll: the
+// renewal of its entries, which skips the entries of a free head, changes
+// fewer rows than it has entries.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <spdlog/spdlog.h>
@@ -55,6 +64,7 @@ HoldKind::Traits fair_traits() {
   t.hands_over = false;  // the release grants in SQL, to whoever is first
   t.queues = true;
   t.blocked_by = {Kind::kFair};
+  t.wake = WakePolicy::kChain;
   return t;
 }
 
@@ -132,29 +142,39 @@ class FairKind final : public HoldKind {
     return true;
   }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
-    const auto waiting_ids = pending_hold_ids();
-    for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "polling waited-for fair locks", [&] {
-        auto& ps = c.prepared(sql_.poll + placeholders(bucket) + ")");
-        Binder b(ps);
-        bind_texts(b, names, first, count, bucket);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        while (rs->next()) {
-          const std::string name = rs->getString(1);
-          const bool live = rs->getInt(2) == 1;
-          const std::uint64_t hold_id = rs->getUInt64(3);
-          const NameKeyView key{Kind::kFair, name};
-          if (!live) e.hint_free_if_held_here(key);
-          // Free (the first waiter takes it), or granted to a waiter here
-          // that missed its wake.
-          if (!live || std::find(waiting_ids.begin(), waiting_ids.end(), hold_id) != waiting_ids.end())
-            e.waiters().wake_all(key);
+  // The poll's work is done by maintain(): one renewal of this client's
+  // entries, which also finds grants made to them.
+  std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>&) override { return {}; }
+
+  QueuePlace queue_place(Engine& e, Connection& c, std::string_view name) override {
+    return e.rows().run(c, "reading a fair lock's queue", [&] {
+      auto& ps = c.prepared(sql_.place);
+      Binder(ps).text(name);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      QueuePlace place;
+      std::uint64_t previous = 0;
+      while (rs->next()) {
+        const std::uint64_t hold_id = rs->getUInt64(2);
+        if (rs->getUInt64(1) >> 16 == e.client_key()) {
+          place.mine = hold_id;
+          place.before = previous;
+          break;
         }
-        return 0;
-      });
+        previous = hold_id;
+      }
+      return place;
     });
-    return {};
+  }
+
+  std::size_t force(Engine& e, Connection& c, std::string_view name) override {
+    // Granted to the first live entry, as a release would (its client finds
+    // it at its next poll).
+    const std::int64_t changed = e.rows().run(c, "force-unlocking a fair lock", [&] {
+      auto& ps = c.prepared(sql_.force_grant);
+      Binder(ps).text(name).text(name);
+      return execute_update(ps);
+    });
+    return changed > 0 ? 1 : 0;
   }
 
   void request_ended(Engine& e, const AcquireRequest& r, bool /*acquired*/) override {
@@ -330,13 +350,13 @@ class FairKind final : public HoldKind {
           return e.rows().run(on, "joining a fair lock's queue", [&] {
             auto& ps = on.prepared(sql_.join);
             Binder b(ps);
-            b.text(r.key.name).i64(mark_us);
+            b.text(r.key.name).i64(kFairHeadMarkUs);
             b.text(r.key.name).u64(entry.slot).u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host);
             // The grant writes the entry's lease as a hold's (written_lease_us).
             const std::int64_t written = written_lease_us(entry.lease_us);
             b.u64(holder.pid).flag(r.watchdog).i64(written).text(bell_text).u64(e.client_key()).i64(mark_us);
             b.u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host).u64(holder.pid).flag(r.watchdog);
-            b.i64(written).text(bell_text).u64(e.client_key()).i64(mark_us).i64(mark_us);
+            b.i64(written).text(bell_text).u64(e.client_key()).i64(kFairHeadMarkUs).i64(mark_us);
             return execute_update(ps);
           });
         };
@@ -488,6 +508,11 @@ class FairKind final : public HoldKind {
     e.waiters().wake_all(NameKeyView{Kind::kFair, name});
   }
 
+  // Renews this client's queue entries in one statement per chunk of
+  // names. An entry it does not renew was granted (or passed over, or
+  // left), or its head is free (a lease ran out, a grant went to a waiter
+  // that died): fewer rows than entries wakes the waiters of those names,
+  // and each looks (a lost wake costs at most a poll interval).
   void renew_marks(Engine& e, const std::function<Connection&()>& connection) {
     std::vector<std::string> names;
     {
@@ -496,27 +521,29 @@ class FairKind final : public HoldKind {
     }
     if (names.empty()) return;
     std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
+    const auto entries_of = [&](const std::string& name) {
+      return static_cast<std::int64_t>(std::upper_bound(names.begin(), names.end(), name) -
+                                       std::lower_bound(names.begin(), names.end(), name));
+    };
+    std::vector<std::string> distinct = names;
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     const std::int64_t mark_us = micros(e.intent_lease());
     try {
       CallBudget budget(e.options().io_timeout);
       Connection& c = connection();
-      for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-        e.rows().run(c, "renewing queue entries", [&] {
+      for_each_chunk(distinct, [&](std::size_t first, std::size_t count, std::size_t bucket) {
+        std::int64_t expected = 0;
+        for (std::size_t i = first; i < first + count; ++i) expected += entries_of(distinct[i]);
+        const std::int64_t renewed = e.rows().run(c, "renewing queue entries", [&] {
           auto& ps = c.prepared(sql_.renew_entries + placeholders(bucket) + ")");
           Binder b(ps);
           b.i64(mark_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
-          b.u64(e.client_key());
-          bind_texts(b, names, first, count, bucket);
+          b.u64(e.client_key()).i64(mark_us / 2);
+          bind_texts(b, distinct, first, count, bucket);
           return execute_update(ps);
         });
-        e.rows().run(c, "renewing queue marks", [&] {
-          auto& ps = c.prepared(sql_.renew_heads + placeholders(bucket) + ")");
-          Binder b(ps);
-          b.i64(mark_us);
-          bind_texts(b, names, first, count, bucket);
-          return execute_update(ps);
-        });
+        if (renewed >= expected) return;
+        for (std::size_t i = first; i < first + count; ++i) e.waiters().wake_all(NameKeyView{Kind::kFair, distinct[i]});
       });
     } catch (const BackendError& err) {
       e.logger()->debug("dlock: could not renew this client's queue entries: {}", err.what());

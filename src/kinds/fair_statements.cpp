@@ -102,14 +102,22 @@ FairStatements::FairStatements(const HoldRows& rows) {
                   " AND hold_id = ? AND " + fragments::live() + " AND intent_expire <= NOW(6)";
   leave = "UPDATE " + q + " SET intent_expire = " + kFairPast +
           " WHERE kind = 5 AND lock_name = ? AND slot = ? AND hold_id = ? AND intent_expire > NOW(6)";
-  renew_entries = "UPDATE " + q +
-                  " SET intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE kind = 5 AND slot BETWEEN ? AND ?"
-                  " AND intent_id = ? AND intent_expire > NOW(6) AND lock_name IN (";
-  renew_heads = "UPDATE " + q +
-                " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE kind = 5"
-                " AND slot = 0 AND lock_name IN (";
-  poll = "SELECT lock_name, " + fragments::live() + ", hold_id FROM " + q +
-         " WHERE kind = 5 AND slot = 0 AND lock_name IN (";
+  // The release's grant, whoever holds the head.
+  force_grant = queue + granting("e.slot IS NOT NULL", "", "e.bell") + ", h.intent_expire = IF(e.slot IS NULL, " +
+                kFairPast + ", h.intent_expire) WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0 AND " +
+                fragments::live("h.");
+  // The poll of a waiting client: its entries renewed where the head is
+  // held, so an entry not renewed tells it to look (granted to it, or the
+  // head is free: its holder's lease ran out, or it went to a waiter that
+  // died). While the head stays free an entry is still renewed once its
+  // mark has less than `margin` left, so it is never passed over for that.
+  renew_entries = "UPDATE " + q + " e JOIN " + q +
+                  " h ON h.kind = 5 AND h.lock_name = e.lock_name AND h.slot = 0"
+                  " SET e.intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE e.kind = 5 AND e.slot BETWEEN ? AND ?"
+                  " AND e.intent_id = ? AND e.intent_expire > NOW(6) AND (h.expire_time > NOW(6) OR"
+                  " e.intent_expire < NOW(6) + INTERVAL ? MICROSECOND) AND e.lock_name IN (";
+  place = "SELECT slot, hold_id FROM " + q +
+          " WHERE kind = 5 AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6) ORDER BY acquired_at, slot";
 }
 
 }  // namespace dlock::details

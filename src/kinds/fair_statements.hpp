@@ -25,9 +25,14 @@ struct FairStatements {
   std::string take_first;     // the first live entry takes a free head: name, name, slot, hold id
   std::string quiet_free[2];  // the release with nobody queued ([1]: ringing): [ring], 0, name, hold id
   std::string leave;          // an entry leaves the queue: name, slot, hold id
-  std::string renew_entries;  // this client's live entries of some names: mark, slots, client key, names...
-  std::string renew_heads;    // their heads' marks: mark, names...
-  std::string poll;           // the heads of some names: names...
+  std::string force_grant;    // force-unlock: the head granted to the first live entry (or freed): name, name
+  std::string renew_entries;  // this client's live entries of held names: mark, slots, client key, margin, names...
+  std::string place;          // the live entries in queue order (a client's place): name
 };
+
+// How far ahead a join sets the head's queue mark: the mark only says the
+// queue may be non-empty, and is cleared by the release (or force, or
+// checked take) that finds no live entry, so no waiter renews it.
+inline constexpr std::int64_t kFairHeadMarkUs = 24LL * 3600 * 1'000'000;
 
 }  // namespace dlock::details

@@ -36,9 +36,13 @@ HoldKind::Traits lock_traits(Kind kind) {
   t.serial = kind;
   t.intents = HoldKind::Traits::Intent::kWhenNotRung;
   t.blocked_by = {kind};
+  // Waiting clients take turns (one line per name); an election's
+  // observers must all hear each take and release.
+  t.wake = WakePolicy::kLine;
   if (kind == Kind::kElection) {
     t.hands_over = false;
     t.takes_are_news = true;
+    t.wake = WakePolicy::kEveryone;
   }
   return t;
 }

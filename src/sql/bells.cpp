@@ -15,6 +15,13 @@ const char* const kBellWaitPrefix = "SELECT IF(IS_FREE_LOCK(";
 
 namespace {
 
+std::string hex16(std::uint64_t value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(kHex[(value >> shift) & 0xf]);
+  return out;
+}
+
 bool get_lock_now(Connection& c, const std::string& name, const std::shared_ptr<spdlog::logger>& logger) {
   return run_statement(c, logger, "taking a session bell", [&] {
     auto& ps = c.prepared("SELECT GET_LOCK(?, 0)");
@@ -106,20 +113,54 @@ BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
   }
 }
 
-std::string observer_lock_name(std::uint64_t token) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = "dlock-observer-";
-  for (int shift = 60; shift >= 0; shift -= 4) name.push_back(kHex[(token >> shift) & 0xf]);
-  return name;
+std::string observer_lock_name(std::uint64_t token) { return "dlock-observer-" + hex16(token); }
+
+std::string line_lock_name(std::string_view database, std::string_view table, int kind, std::string_view name) {
+  // FNV-1a, 64 bits: the same in every process and every build. A
+  // collision only puts two names' waiters in one line (the poll still
+  // finds each name free).
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto add = [&](std::string_view bytes) {
+    for (const char ch : bytes) {
+      hash ^= static_cast<unsigned char>(ch);
+      hash *= 0x100000001b3ULL;
+    }
+    hash ^= 0xff;  // a separator no byte string can fake by its own bytes
+    hash *= 0x100000001b3ULL;
+  };
+  add(database);
+  add(table);
+  add(std::to_string(kind));
+  add(name);
+  return "dlock-l:" + hex16(hash);
 }
 
-bool take_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
+std::string entry_lock_name(std::uint64_t hold_id) { return "dlock-e:" + hex16(hold_id); }
+
+LineWait wait_in_line(Connection& c, const std::string& line, int wait_seconds,
+                      const std::shared_ptr<spdlog::logger>& logger) {
+  try {
+    return run_statement(c, logger, "waiting in line", [&] {
+      // IS_FREE_LOCK is only there for the prefix (it never answers 2).
+      auto& ps = c.prepared(std::string(kBellWaitPrefix) + "?) = 2, 0, GET_LOCK(?, ?))");
+      Binder(ps).text(line).text(line).i64(wait_seconds);
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      if (!rs->next() || rs->isNull(1)) return LineWait::kInterrupted;  // MariaDB's answer to a KILL QUERY
+      return rs->getInt(1) == 1 ? LineWait::kFront : LineWait::kTimedOut;
+    });
+  } catch (const BackendError& e) {
+    if (e.code() == mysql_error::kQueryInterrupted) return LineWait::kInterrupted;  // MySQL's
+    throw;
+  }
+}
+
+bool take_lock_now(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
   return get_lock_now(c, lock, logger);
 }
 
-void give_back_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
+void give_back_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger) {
   try {
-    run_statement(c, logger, "giving back an observer's lock", [&] {
+    run_statement(c, logger, "giving back a user lock", [&] {
       auto& ps = c.prepared("SELECT RELEASE_LOCK(?)");
       Binder(ps).text(lock);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "sql/connection.hpp"
 
@@ -72,11 +73,6 @@ BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
 // QUERY ends early, found by the user lock its session holds.
 // The lock of a parked wait with `token`.
 std::string observer_lock_name(std::uint64_t token);
-// Takes `lock` on `c` (GET_LOCK, no wait). False if another session has it.
-bool take_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
-// Gives `lock` back (the connection is marked broken if that fails:
-// closing it gives the lock back).
-void give_back_observer_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
 enum class ParkedWait { kTimedOut, kInterrupted };
 // Waits `wait_seconds` on `c`, which holds `lock`, unless a KILL QUERY
 // ends it first. The statement begins with kBellWaitPrefix, so
@@ -87,6 +83,29 @@ ParkedWait park_until_interrupted(Connection& c, const std::string& lock, int wa
 // `killer`'s server, of the same account, and waiting. True if a KILL was
 // sent. Throws BackendError.
 bool interrupt_parked_wait(Connection& killer, const std::string& lock);
+
+// ---- waiting in turn (wakeup/bell_watcher.hpp, "Waiting in turn"): the
+// clients that wait for one name queue on a user lock of their own, the
+// server's queue of GET_LOCK waiters, which grants it first come, first
+// served; only the client at its front watches the holder's bell.
+// The line of `table`'s `kind` and `name` (the same in every client of one
+// table): "dlock-l:" and 16 hex digits of a hash (names are long and any
+// bytes; a user lock's name is at most 64 characters).
+std::string line_lock_name(std::string_view database, std::string_view table, int kind, std::string_view name);
+// The lock a fair lock's queue entry `hold_id` is followed by: held by the
+// waiting client while the entry waits, so the entry behind it waits on it.
+std::string entry_lock_name(std::uint64_t hold_id);
+enum class LineWait { kFront, kTimedOut, kInterrupted };
+// Blocks until `c` holds `line` (the clients before it gave it back), at
+// most `wait_seconds`. The statement begins with kBellWaitPrefix, so
+// interrupt_bell_wait ends it too. One statement.
+LineWait wait_in_line(Connection& c, const std::string& line, int wait_seconds,
+                      const std::shared_ptr<spdlog::logger>& logger);
+// Takes `lock` on `c` without waiting. False if another session has it.
+bool take_lock_now(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
+// Gives `lock` back (the connection is marked broken if that fails:
+// closing it gives the lock back). Throws BackendError.
+void give_back_lock(Connection& c, const std::string& lock, const std::shared_ptr<spdlog::logger>& logger);
 
 // Sends KILL QUERY for `session` from `killer`, only if `killer` talks to
 // the session's server and that session belongs to the same account and is

@@ -17,13 +17,15 @@ std::function<bool()> BellWatcher::still_waiting(const Slot& slot) {
 
 BellWatcher::BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag,
                          std::uint64_t client_key, std::size_t slots, int wait_seconds,
-                         std::shared_ptr<spdlog::logger> logger, Hooks hooks, std::chrono::milliseconds close_idle_after)
+                         std::shared_ptr<spdlog::logger> logger, Hooks hooks, std::chrono::milliseconds close_idle_after,
+                         int turn_wait_seconds)
     : settings_(std::move(settings)),
       rows_(rows),
       elections_(rows),
       own_tag_(own_tag),
       client_key_(client_key),
       wait_seconds_(wait_seconds),
+      turn_wait_seconds_(turn_wait_seconds > 0 ? turn_wait_seconds : wait_seconds),
       close_idle_after_(close_idle_after),
       logger_(std::move(logger)),
       hooks_(std::move(hooks)) {
@@ -62,13 +64,23 @@ void BellWatcher::arm(const NameKey& key) {
   if (auto it = watching_.find(key); it != watching_.end()) {
     // A disarm() may be on its way for an earlier waiter: this one still
     // wants them. A name with a scout (a connection still choosing its
-    // bell) needs no other.
+    // bell) needs no other; one that takes turns has a single connection.
     bool scouting = false;
     for (Slot* slot : it->second) {
       slot->cancelled = false;
+      slot->leave = false;
+      if (slot->resting) {
+        // Refused again after the ring: watch again from its place.
+        slot->resting = false;
+        slot->bell.clear();
+        work_.notify_all();
+        return;
+      }
+      // Between two rounds (its thread settling): it keeps watching.
+      if (!slot->blocked) slot->rearmed = true;
       scouting = scouting || slot->bell.empty();
     }
-    if (scouting) return;
+    if (scouting || policy(key.kind) != WakePolicy::kEveryone) return;
   }
   for (auto& slot : slots_) {
     if (slot->key || slot->blocked) continue;
@@ -82,6 +94,9 @@ void BellWatcher::assign(Slot& slot, const NameKey& key, const std::string& bell
   slot.key = key;
   slot.bell = bell;
   slot.cancelled = false;
+  slot.resting = false;
+  slot.leave = false;
+  if (policy(key.kind) != WakePolicy::kEveryone) places_.fetch_add(1);
   watching_[key].push_back(&slot);
   if (!slot.thread.joinable()) slot.thread = std::thread([this, s = &slot] { run(*s); });
   work_.notify_all();
@@ -89,6 +104,9 @@ void BellWatcher::assign(Slot& slot, const NameKey& key, const std::string& bell
 
 void BellWatcher::unassign(Slot& slot) {
   if (!slot.key) return;
+  if (policy(slot.key->kind) != WakePolicy::kEveryone) places_.fetch_sub(1);
+  slot.resting = false;
+  slot.leave = false;
   if (auto it = watching_.find(*slot.key); it != watching_.end()) {
     auto& list = it->second;
     list.erase(std::remove(list.begin(), list.end(), &slot), list.end());
@@ -121,9 +139,11 @@ void BellWatcher::disarm(const NameKey& key) {
     const std::vector<Slot*> slots = it->second;
     for (Slot* slot : slots) {
       if (!slot->blocked) {
-        // Assigned, not started yet: take the assignment back.
-        unassign(*slot);
-        adopt_queued(*slot);
+        // Assigned, not started yet, or resting: its thread gives its
+        // place back (if it has one) and takes the assignment back.
+        slot->resting = false;
+        slot->leave = true;
+        work_.notify_all();
         continue;
       }
       if (slot->cancelled) continue;
@@ -135,11 +155,28 @@ void BellWatcher::disarm(const NameKey& key) {
     if (address.server_id != 0) hooks_.interrupt(address, std::move(check));
 }
 
+void BellWatcher::settled(const NameKey& key) {
+  if (places_.load() == 0) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  const auto it = watching_.find(key);
+  if (it == watching_.end()) return;
+  for (Slot* slot : it->second) {
+    if (!slot->resting) continue;  // still watching: another waiter here may want it
+    slot->resting = false;
+    slot->leave = true;
+    work_.notify_all();
+  }
+}
+
 bool BellWatcher::watching(const NameKey& key) const {
   std::lock_guard<std::mutex> guard(mutex_);
   const auto it = watching_.find(key);
   if (it == watching_.end()) return false;
-  return std::any_of(it->second.begin(), it->second.end(), [](const Slot* s) { return s->blocked && !s->bell.empty(); });
+  // A client waiting in turn is covered from the moment it queues.
+  const bool turns = policy(key.kind) != WakePolicy::kEveryone;
+  return std::any_of(it->second.begin(), it->second.end(), [&](const Slot* s) {
+    return (s->blocked && (turns || !s->bell.empty())) || s->resting;
+  });
 }
 
 std::string BellWatcher::choose_bell(Slot& slot, const NameKey& key, const std::vector<std::string>& bells) {
@@ -155,6 +192,7 @@ std::string BellWatcher::choose_bell(Slot& slot, const NameKey& key, const std::
       unwatched.push_back(bell);
   if (unwatched.empty()) return std::string();
   slot.bell = unwatched.front();
+  if (policy(key.kind) != WakePolicy::kEveryone) return slot.bell;  // one connection per name
   // The others to free connections, a few per name.
   std::size_t watching = watching_[key].size();
   for (std::size_t i = 1; i < unwatched.size() && watching < kBellsPerName && !stopping_; ++i) {
@@ -166,6 +204,80 @@ std::string BellWatcher::choose_bell(Slot& slot, const NameKey& key, const std::
     }
   }
   return slot.bell;
+}
+
+BellWatcher::Round BellWatcher::round(Connection& c, Slot& slot, const NameKey& key) {
+  switch (policy(key.kind)) {
+    case WakePolicy::kEveryone:
+      break;
+    case WakePolicy::kLine:
+      if (slot.place.empty()) {
+        const std::string line = hooks_.line(key);
+        switch (wait_in_line(c, line, turn_wait_seconds_, logger_)) {
+          case LineWait::kFront:
+            slot.place = line;
+            break;
+          case LineWait::kTimedOut:
+            return Round::kTimedOut;
+          case LineWait::kInterrupted:
+            return Round::kInterrupted;
+        }
+      }
+      break;
+    case WakePolicy::kChain:
+      return follow(c, slot, key);
+  }
+  return watch(c, slot, key);
+}
+
+BellWatcher::Round BellWatcher::follow(Connection& c, Slot& slot, const NameKey& key) {
+  const QueuePlace place = hooks_.queue_place(c, key);
+  // No entry of this client left: granted (or it left); its waiters look.
+  if (place.mine == 0) {
+    give_place_back(slot);
+    return Round::kReleased;
+  }
+  const std::string mine = entry_lock_name(place.mine);
+  if (slot.place != mine) {
+    give_place_back(slot);
+    // Not taken (the client behind looked at it just then): that client
+    // then watches the head's bell, as every client did before turns.
+    if (take_lock_now(c, mine, logger_)) slot.place = mine;
+  }
+  if (place.before == 0) return watch(c, slot, key);
+  // A few waits before reading the queue again: an entry that stays first
+  // for minutes costs one statement per wait, not two.
+  constexpr int kWaitsPerLook = 3;
+  const std::string before = entry_lock_name(place.before);
+  for (int i = 0; i < kWaitsPerLook; ++i) {
+    switch (wait_for_bell(c, before, turn_wait_seconds_, logger_)) {
+      case BellWait::kRung:
+        return Round::kMoved;  // granted, left or gone: look again
+      case BellWait::kInterrupted:
+        return Round::kInterrupted;
+      case BellWait::kTimedOut:
+        continue;
+      case BellWait::kFree:
+        // Nobody keeps that entry's lock (its client has no bell
+        // connection free, or fast wake-up off): watch the head's bell.
+        return watch(c, slot, key);
+    }
+  }
+  return Round::kTimedOut;
+}
+
+void BellWatcher::give_place_back(Slot& slot) {
+  if (slot.place.empty()) return;
+  const std::string place = std::move(slot.place);
+  slot.place.clear();
+  if (!slot.connection || slot.connection->broken()) return;  // it went with the session
+  try {
+    give_back_lock(*slot.connection, place, logger_);
+  } catch (const std::exception& e) {
+    // Marked broken: closing it gives the place back.
+    logger_->debug("dlock: could not give back {}: {}", place, e.what());
+    slot.connection.reset();
+  }
 }
 
 BellWatcher::Round BellWatcher::watch(Connection& c, Slot& slot, const NameKey& key) {
@@ -230,7 +342,7 @@ BellWatcher::Round BellWatcher::park(Connection& c, Slot& slot, const NameKey& k
   me.slot = client_key_;
   me.token = new_hold_id();
   me.lock = observer_lock_name(me.token);
-  if (!take_observer_lock(c, me.lock, logger_)) return Round::kNoBell;  // taken elsewhere: leave it to the poll
+  if (!take_lock_now(c, me.lock, logger_)) return Round::kNoBell;  // taken elsewhere: leave it to the poll
   Round round = Round::kReleased;
   try {
     // The wait's end is a little after the sleep's, so a taker never
@@ -253,15 +365,21 @@ BellWatcher::Round BellWatcher::park(Connection& c, Slot& slot, const NameKey& k
     c.mark_broken();  // closing it gives the lock back
     throw;
   }
-  give_back_observer_lock(c, me.lock, logger_);
+  give_back_lock(c, me.lock, logger_);
   return round;
 }
 
 void BellWatcher::run(Slot& slot) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto has_work = [&] { return stopping_ || slot.key.has_value(); };
+  const auto has_work = [&] { return stopping_ || slot.leave || (slot.key.has_value() && !slot.resting); };
   for (;;) {
-    if (!slot.connection) {
+    if (slot.resting) {
+      if (!work_.wait_until(lock, slot.rest_until, has_work)) {
+        // Nothing ended the rest: watch again from its place.
+        slot.resting = false;
+        slot.bell.clear();
+      }
+    } else if (!slot.connection) {
       work_.wait(lock, has_work);
     } else if (!work_.wait_for(lock, close_idle_after_, has_work)) {
       // Unused for a while: close it, outside the lock (closing a socket
@@ -274,6 +392,23 @@ void BellWatcher::run(Slot& slot) {
       continue;
     }
     if (stopping_) return;
+    if (slot.leave) {
+      slot.leave = false;
+      slot.rearmed = false;
+      lock.unlock();
+      give_place_back(slot);
+      lock.lock();
+      if (slot.rearmed && !stopping_) {
+        slot.rearmed = false;  // armed again meanwhile: watch again
+        slot.bell.clear();
+        continue;
+      }
+      unassign(slot);
+      if (!stopping_) adopt_queued(slot);
+      work_.notify_all();
+      continue;
+    }
+    if (!slot.key) continue;
     const NameKey key = *slot.key;
     slot.blocked = true;
     slot.waiting->store(++slot.waits);
@@ -294,12 +429,13 @@ void BellWatcher::run(Slot& slot) {
         slot.server_id = slot.connection->server_id();
         slot.server_index = slot.connection->server_index();
       }
-      round = watch(*slot.connection, slot, key);
+      round = this->round(*slot.connection, slot, key);
     } catch (const std::exception& e) {
       failed = true;
       logger_->debug("dlock: bell connection for {} {} failed; the poller covers it: {}", kind_name(key.kind),
                      printable(key.name), e.what());
       slot.connection.reset();
+      slot.place.clear();  // it went with the session
     }
 
     lock.lock();
@@ -308,10 +444,22 @@ void BellWatcher::run(Slot& slot) {
     if (failed) slot.server_id = 0;
     bool ring_now = false;
     std::chrono::milliseconds ring_delay{0};
+    slot.rearmed = false;
     const bool keep = !failed && settle(slot, round, ring_now, ring_delay);
     if (!keep) {
-      unassign(slot);
-      if (!stopping_) adopt_queued(slot);
+      if (!slot.place.empty()) {
+        lock.unlock();
+        give_place_back(slot);
+        lock.lock();
+      }
+      // Armed again while its place went back: a new round, from the back.
+      if (slot.rearmed && !stopping_ && policy(key.kind) != WakePolicy::kEveryone) {
+        slot.rearmed = false;
+        slot.bell.clear();
+      } else {
+        unassign(slot);
+        if (!stopping_) adopt_queued(slot);
+      }
     }
     work_.notify_all();  // the destructor waits for blocked == false
     if (ring_now && ring_delay.count() > 0) work_.wait_for(lock, ring_delay, [&] { return stopping_; });
@@ -332,6 +480,16 @@ bool BellWatcher::settle(Slot& slot, Round round, bool& ring_now, std::chrono::m
   if (stopping_) return false;
   const NameKey& key = *slot.key;
   const auto now = std::chrono::steady_clock::now();
+  const bool turns = policy(key.kind) != WakePolicy::kEveryone;
+  // Taking turns, a connection keeps its place while the woken waiter
+  // tries (see the header comment).
+  const auto rest = [&] {
+    if (!turns || slot.cancelled || !hooks_.waited(key)) return false;
+    slot.resting = true;
+    slot.rest_until = now + kRestFor;
+    slot.bell.clear();
+    return true;
+  };
   switch (round) {
     case Round::kRung:
       silent_.erase(key);
@@ -340,7 +498,7 @@ bool BellWatcher::settle(Slot& slot, Round round, bool& ring_now, std::chrono::m
         it = now - it->second.at > std::chrono::seconds(1) ? after_ring_.erase(it) : std::next(it);
       after_ring_[key] = AfterRing{now, 0};
       ring_now = true;
-      return false;  // a woken waiter that is refused arms again
+      return rest();  // a woken waiter that is refused arms again
     case Round::kNoBell: {
       if (auto rang = after_ring_.find(key); rang != after_ring_.end()) {
         if (rang->second.free_seen < kReleaseInFlightRetries) {
@@ -348,20 +506,20 @@ bool BellWatcher::settle(Slot& slot, Round round, bool& ring_now, std::chrono::m
           ring_delay = std::chrono::milliseconds(1 << rang->second.free_seen);
           ++rang->second.free_seen;
           ring_now = true;
-          return false;
+          return rest();
         }
         after_ring_.erase(rang);
       }
       auto [it, first] = silent_.emplace(key, true);
       ring_now = first;  // once: the row may have been freed just before we looked
       if (!hooks_.waited(key)) silent_.erase(it);
-      return false;
+      return rest();
     }
     case Round::kReleased:
       silent_.erase(key);
       after_ring_.erase(key);
       ring_now = true;
-      return false;
+      return rest();
     case Round::kTimedOut:
       silent_.erase(key);
       after_ring_.erase(key);
@@ -370,6 +528,10 @@ bool BellWatcher::settle(Slot& slot, Round round, bool& ring_now, std::chrono::m
       return !slot.cancelled && hooks_.waited(key);
     case Round::kCovered:
       return false;
+    case Round::kMoved:
+      // The entry before this client's moved on: look again at once.
+      slot.bell.clear();
+      return !slot.cancelled && hooks_.waited(key);
   }
   return false;
 }

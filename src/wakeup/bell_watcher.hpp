@@ -13,12 +13,33 @@
 // (up to kBellsPerName) to free connections. When a bell rings, the local
 // waiters of the name are woken and try the row again; a refused waiter
 // arms the watch again. No foreign hold left when the watch looks: the
-// waiters are woken at once (the hold ended before the mark could land). A foreign hold without a bell (fast wake-up off there): woken
-// once, then the name is left to the poller until a ring or a timeout
-// shows a bell again, so a holder without one never causes a busy loop.
-// Right after a real ring a free bell means the release rang before its
-// commit was visible: the waiters are woken again a few times with a
-// growing pause.
+// waiters are woken at once (the hold ended before the mark could land). A
+// foreign hold without a bell (fast wake-up off there): woken once, then the
+// name is left to the poller until a ring or a timeout shows a bell again,
+// so a holder without one never causes a busy loop. Right after a real ring
+// a free bell means the release rang before its commit was visible: the
+// waiters are woken again a few times with a growing pause.
+//
+// Waiting in turn (WakePolicy, per kind). Where every waiting client
+// watches the holder's bell (kEveryone), a release wakes them all, and each
+// reads and marks the row again: a release costs the server work in
+// proportion to the waiting clients. So for the lock (kLine) the clients
+// that wait for a name first queue on the name's line, a user lock
+// (sql/bells.hpp, line_lock_name) whose GET_LOCK waiters the server grants
+// first come, first served: only the client at the front watches the
+// holder's bell; once its waiter has the name (or is refused by a hold of
+// its own client, or stops waiting) it gives the line back, and the next
+// client in line watches the new holder. For the fair lock (kChain), whose
+// release grants the first queue entry, each client holds a lock named
+// after its first entry (entry_lock_name) and waits on the one of the entry
+// before it; the client whose entry is first watches the holder's bell.
+// When the entry before it is granted (or leaves), its client gives its
+// lock back and the next client looks again. A release thus wakes one
+// client, whatever the number waiting. After a ring such a connection keeps
+// its place (rests) until the woken waiter's attempt ends: settled() or
+// disarm() give the place back; arm() (refused again by another client)
+// watches again; a rest that lasts kRestFor watches again too. Waits in
+// line or on an entry last turn_wait_seconds, one statement each.
 //
 // An election without a leader has no bell: a take there rings nothing.
 // When only observers wait for such an election (no candidate: a candidate
@@ -30,8 +51,9 @@
 //
 // The row stays the only truth. A spurious ring costs one refused
 // attempt; a missed one (a holder with no bell, a bell whose session died,
-// a release on a bell other than the one watched, no free connection)
-// costs at most one poll interval, because the poller keeps running.
+// a release on a bell other than the one watched, no free connection, a
+// client at the front of a line that was paused) costs at most one poll
+// interval, because the poller keeps running.
 //
 // Thread safety: every public member is safe to call concurrently.
 #pragma once
@@ -53,6 +75,7 @@
 #include "sql/connection.hpp"
 #include "sql/election_rows.hpp"
 #include "sql/hold_rows.hpp"
+#include "wakeup/wake_policy.hpp"
 
 namespace spdlog {
 class logger;
@@ -75,6 +98,12 @@ class BellWatcher {
     std::function<std::vector<Kind>(Kind kind)> blockers;
     // True while some local waiter of `key` would take it (not only watch).
     std::function<bool(const NameKey& key)> subscribed;
+    // How the waiting clients of a kind take turns (unset: kEveryone).
+    std::function<WakePolicy(Kind kind)> policy = nullptr;
+    // kLine: the line of `key` (sql/bells.hpp, line_lock_name).
+    std::function<std::string(const NameKey& key)> line = nullptr;
+    // kChain: this client's place in the queue of `key`, read on `c`.
+    std::function<QueuePlace(Connection& c, const NameKey& key)> queue_place = nullptr;
   };
 
   // A dedicated connection unused this long is closed (and opened again
@@ -82,15 +111,19 @@ class BellWatcher {
   static constexpr std::chrono::milliseconds kCloseIdleAfter{60'000};
   // Most bells watched for one waited name at once.
   static constexpr std::size_t kBellsPerName = 3;
+  // Longest rest after a ring before a connection with a place watches
+  // again on its own (the woken waiter's attempt normally ends it first).
+  static constexpr std::chrono::milliseconds kRestFor{1'000};
 
   // `slots`: most dedicated connections. `wait_seconds`: longest single
-  // GET_LOCK wait (below the connections' read timeout). `own_tag`: the
-  // top 16 bits of this client's hold ids (base/identity.hpp).
-  // `client_key`: this client's key, the slot of its parked observer rows.
+  // GET_LOCK wait on a bell; `turn_wait_seconds`: in a line or on an entry
+  // (0: wait_seconds; both below the connections' read timeout,
+  // `settings.io_timeout`). `own_tag`: the top 16 bits of this client's
+  // hold ids (base/identity.hpp). `client_key`: this client's key, the slot
+  // of its parked observer rows.
   BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::uint64_t client_key,
-              std::size_t slots,
-              int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
-              std::chrono::milliseconds close_idle_after = kCloseIdleAfter);
+              std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
+              std::chrono::milliseconds close_idle_after = kCloseIdleAfter, int turn_wait_seconds = 0);
   // Interrupts every waiting session and joins the threads (stop()).
   ~BellWatcher();
   // The same, ahead of destruction: afterwards arm() does nothing and the
@@ -105,8 +138,13 @@ class BellWatcher {
   // queue it for the next connection that frees up (the poller covers it
   // meanwhile). Never blocks on the database.
   void arm(const NameKey& key);
-  // No local waiter waits for `key` any more: stop watching it.
+  // No local waiter waits for `key` any more: stop watching it (and give
+  // its place in line back).
   void disarm(const NameKey& key);
+  // A local waiter of `key` acquired it, or was refused by a hold of this
+  // client: a connection that keeps a place for `key` (kLine, kChain) gives
+  // it back. Cheap when none does.
+  void settled(const NameKey& key);
   // True while a connection waits on a bell for `key` (a release rings it).
   bool watching(const NameKey& key) const;
 
@@ -124,10 +162,24 @@ class BellWatcher {
     // interrupt jobs so a late one can tell its wait has ended.
     std::shared_ptr<std::atomic<std::uint64_t>> waiting = std::make_shared<std::atomic<std::uint64_t>>(0);
     std::uint64_t waits = 0;
+    // Its place (kLine, kChain): the line or entry lock its session holds
+    // for `key` (touched by the slot's thread only; empty: none).
+    std::string place;
+    bool resting = false;  // after a ring, keeping its place (mutex_)
+    std::chrono::steady_clock::time_point rest_until;
+    bool leave = false;  // settled() or disarm() while resting: give the place back (mutex_)
+    bool rearmed = false;  // arm() between two rounds (mutex_)
   };
   // What a round found.
-  enum class Round { kRung, kReleased, kNoBell, kTimedOut, kInterrupted, kCovered };
+  enum class Round { kRung, kReleased, kNoBell, kTimedOut, kInterrupted, kCovered, kMoved };
+  WakePolicy policy(Kind kind) const { return hooks_.policy ? hooks_.policy(kind) : WakePolicy::kEveryone; }
+  // One round by the kind's policy.
+  Round round(Connection& c, Slot& slot, const NameKey& key);
   Round watch(Connection& c, Slot& slot, const NameKey& key);
+  // kChain: wait on the entry before this client's, or watch the head.
+  Round follow(Connection& c, Slot& slot, const NameKey& key);
+  // Gives the slot's place back on its own connection (the slot's thread).
+  void give_place_back(Slot& slot);
   // The round for an election with no leader and only observers waiting.
   Round park(Connection& c, Slot& slot, const NameKey& key, const std::vector<Kind>& kinds);
   // Under no lock: takes the bell `slot` watches among `bells` (foreign,
@@ -148,6 +200,7 @@ class BellWatcher {
   const std::uint64_t own_tag_;
   const std::uint64_t client_key_;
   const int wait_seconds_;
+  const int turn_wait_seconds_;
   const std::chrono::milliseconds close_idle_after_;
   const std::shared_ptr<spdlog::logger> logger_;
   const Hooks hooks_;
@@ -168,6 +221,8 @@ class BellWatcher {
   static constexpr int kReleaseInFlightRetries = 6;
   NameKeyMap<std::vector<Slot*>> watching_;
   std::vector<NameKey> queued_;  // armed while every connection was busy, oldest first
+  // Slots that keep a place (kLine, kChain): settled() asks nothing when 0.
+  std::atomic<std::size_t> places_{0};
 };
 
 }  // namespace dlock::details
