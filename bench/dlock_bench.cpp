@@ -57,6 +57,7 @@
 #include "api/tools.hpp"
 #include "sql/statement.hpp"
 #include "contenders.hpp"
+#include "herd.hpp"
 
 // Section 9 takes a MultiLock of 64 names: up to 64 of the client's internal
 // mutexes held at once, past what ThreadSanitizer's deadlock detector can
@@ -921,6 +922,75 @@ struct Bench {
       const double ratio = summarize(v).median / off_median;
       report.goal({"uncontended cycle, " + name + ": <= 1.02 x metrics off", num(ratio, 3) + " x", ratio <= 1.02,
                    false});
+    }
+  }
+
+  // 14. Herds: N waiting clients on one name.
+  void herd() {
+    report.section("14. Herds: N waiting clients (each its own client, default options) on one name",
+                   "The holder lets go; each waiter takes the name once and lets it go at once. Per handoff: from "
+                   "the holder's unlock() to the last waiter's lock() returning, divided by N. Statements: "
+                   "server-counted while the N wait (default 1 s poll). Connections: server sessions per waiting "
+                   "client. Order: every waiter had the name (the fair lock: in queue order). Fast wake-up off "
+                   "with the fair lock runs up to 10 waiters: each grant is then found by a poll.");
+    const std::vector<int> sizes = quick ? std::vector<int>{1, 10} : std::vector<int>{1, 10, 100};
+    HerdProbes probes;
+    probes.statements_since_last = [this] { return stats.statements_since_last(); };
+    probes.global_status = [this](const std::string& status) {
+      return std::stoll(stats.scalar("SHOW GLOBAL STATUS LIKE '" + status + "'"));
+    };
+    std::vector<std::vector<std::string>> rows;
+    std::map<std::string, std::map<int, double>> per_handoff;  // "lock on" -> N -> ms
+    std::map<std::string, std::map<int, HerdResult>> results;
+    for (const bool fast : {true, false}) {
+      for (const bool fair : {false, true}) {
+        if (quick && !fast) continue;
+        for (const int n : sizes) {
+          if (fair && !fast && n > 10) continue;
+          HerdCase c;
+          c.fair = fair;
+          c.waiters = n;
+          c.fast_wakeup = fast;
+          c.window_s = quick ? 2 : 5;
+          const HerdResult r = run_herd(url, c, probes);
+          const std::string series = std::string(fair ? "fair" : "lock") + (fast ? " on" : " off");
+          per_handoff[series][n] = r.per_handoff_ms;
+          results[series][n] = r;
+          rows.push_back({fair ? "fair lock" : "lock", fast ? "on" : "off", std::to_string(n), num(r.per_handoff_ms, 2),
+                          num(r.drain_ms, 1), num(r.statements_per_s, 1), num(r.connections_per_client, 2),
+                          r.in_order ? "yes" : "NO"});
+        }
+      }
+    }
+    report.table({"kind", "fast wake-up", "waiting clients", "per handoff (ms)", "drain (ms)", "statements / s",
+                  "connections / client", "order"},
+                 rows);
+    std::ofstream dat(out_dir + "/herd.dat");
+    dat << "waiters";
+    for (const auto& [series, by_n] : per_handoff) dat << " \"" << series << "\"";
+    dat << "\n";
+    for (const int n : sizes) {
+      dat << n;
+      for (const auto& [series, by_n] : per_handoff) {
+        const auto it = by_n.find(n);
+        dat << " " << (it == by_n.end() ? std::string("?") : num(it->second, 3));
+      }
+      dat << "\n";
+    }
+    const int most = sizes.back();
+    for (const char* series : {"lock on", "fair on"}) {
+      const double one = per_handoff[series][1];
+      const double many = per_handoff[series][most];
+      report.goal({std::string(series).substr(0, 4) + ": per handoff with " + std::to_string(most) +
+                       " waiting clients <= 2 x with one (same run)",
+                   num(many / one, 2) + " x (" + num(many, 2) + " / " + num(one, 2) + " ms)", many <= 2 * one, false});
+      const HerdResult& r = results[series][most];
+      report.goal({std::string(series).substr(0, 4) + ": every one of " + std::to_string(most) +
+                       " waiters had the name" + (std::string(series) == "fair on" ? ", in queue order" : ""),
+                   r.in_order ? "yes" : "no", r.in_order, false});
+      if (most >= 100)
+        report.goal({std::string(series).substr(0, 4) + ": <= 110 statements / s while 100 clients wait",
+                     num(r.statements_per_s, 1), r.statements_per_s <= 110, false});
     }
   }
 
@@ -2231,7 +2301,7 @@ int main(int argc, char** argv) {
         std::cerr << "usage: dlock_bench --url URL [--quick] [--out DIR] [--only SCENARIO,...] [--cluster-url URL] "
                      "[--tls-url URL]\n"
                      "scenarios: uncontended, breakdown, reentrant, throughput, handoff, hotlock, fairlock, election, multilock, metrics, fairness, starvation, wakeup, background, "
-                     "memory, async, guarded, tls (needs --tls-url: the TLS test server), cluster (needs --cluster-url: a node of a Galera "
+                     "memory, async, guarded, herd, tls (needs --tls-url: the TLS test server), cluster (needs --cluster-url: a node of a Galera "
                      "cluster)\n";
         return 2;
       }
@@ -2273,6 +2343,7 @@ int main(int argc, char** argv) {
     if (selected("async")) bench.async_waits();
     if (selected("tls") && !tls_url.empty()) bench.tls(tls_url);
     if (selected("guarded")) bench.guarded();
+    if (selected("herd")) bench.herd();
     // Only when asked for: it needs a cluster beside the server.
     if (!cluster_url.empty() && ("," + only + ",").find(",cluster,") != std::string::npos) bench.cluster(cluster_url);
     else if (("," + only + ",").find(",cluster,") != std::string::npos) throw std::invalid_argument("--only cluster needs --cluster-url");

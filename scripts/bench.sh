@@ -74,3 +74,6 @@ fi
 if command -v gnuplot >/dev/null 2>&1 && [ -f "$out/throughput.dat" ] && [ -f "$out/handoff.dat" ]; then
   gnuplot -e "dir='$out'" "$root/bench/plot.gp" && echo "charts: $out/throughput.png $out/handoff.png"
 fi
+if command -v gnuplot >/dev/null 2>&1 && [ -f "$out/herd.dat" ]; then
+  gnuplot -e "dir='$out'" "$root/bench/plot_herd.gp" && echo "chart: $out/herd.png"
+fi
