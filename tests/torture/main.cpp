@@ -79,6 +79,7 @@
 #include "dlock/options.hpp"
 #include "torture.hpp"
 #include "torture/grant_order.hpp"
+#include "torture/herd_check.hpp"
 #include "torture/loss_order.hpp"
 #include "torture/partitions.hpp"
 
@@ -115,7 +116,7 @@ struct Config {
   std::string proxy_url;
   std::string placement = "several";
   std::set<std::string> faults;
-  int workers = 10, threads = 2, names = 3;
+  int workers = 11, threads = 2, names = 3;
   int async_workers = 1;      // of `workers`, how many run the asynchronous (coroutine) workload
   int semaphore_workers = 1;  // of `workers`, how many run the semaphore workload
   int rw_workers = 1;         // of `workers`, how many run the read-write workload
@@ -123,6 +124,7 @@ struct Config {
   int fair_workers = 2;       // of `workers`, how many run the fair-lock workload
   int election_workers = 1;   // of `workers`, how many run the election workload
   int guarded_workers = 1;    // of `workers`, how many run the guarded workload
+  int herd_workers = 1;       // of `workers`, how many run the herd workload (kHerdClients clients each)
   int duration_s = 600;
   int fault_every_s = 12;
   bool quick = false;
@@ -238,6 +240,8 @@ struct RunResult {
   long lost_on_slots = 0;  // of lost_updates, on semaphore slots
   long lost_on_guarded = 0;  // of lost_updates, of the guarded workload ("g*")
   long guarded_committed = 0;  // increments of "g*" committed
+  long herd_handoffs = 0;      // herd names taken again after a release while herd waiters waited
+  long herd_prompt = 0;        // of them, within 100 ms of the release (a wake, not a poll)
   int most_readers = 0;    // applied read sections of "rw" overlapping at once, at most
   long reads = 0, writes = 0;  // applied read and write sections of "rw"
   long rw_overlaps = 0;        // applied writes overlapping applied reads (a violation each)
@@ -323,6 +327,7 @@ class Run {
     admin_.exec("INSERT INTO torture_resource (name) VALUES ('" + std::string(kElectionName) + "')");
     for (int n = 0; n < kGuardedNames; ++n)
       admin_.exec("INSERT INTO torture_resource (name) VALUES ('g" + std::to_string(n) + "')");
+    for (const char* name : kHerdNames) admin_.exec("INSERT INTO torture_resource (name) VALUES ('" + std::string(name) + "')");
     for (int i = 0; i < slot_count(); ++i) std::remove(history_path(i).c_str());
   }
 
@@ -346,7 +351,7 @@ class Run {
     const int pool = faults_.count("pool") ? std::max(1, cfg_.threads - 1) : cfg_.threads + 1;
     s.process = std::make_unique<test::ChildProcess>(
         cfg_.self, std::vector<std::string>{"--worker", s.proxies ? s.proxies->url() : worker_url(s.index), s.machine_id,
-                                            s.label, shared ? "2" : "1",
+                                            s.label, runs_herd(s.index) ? std::to_string(kHerdClients) : shared ? "2" : "1",
                                             history_path(s.index),
                                             cfg_.out + "/" + tag_ + "-w" + std::to_string(s.index) + ".log",
                                             std::to_string(cfg_.threads), std::to_string(cfg_.names),
@@ -354,7 +359,8 @@ class Run {
                                             s.index >= cfg_.workers - cfg_.async_workers ? "1" : "0",
                                             runs_semaphore(s.index) ? "1" : "0", runs_rw(s.index) ? "1" : "0",
                                             runs_multi(s.index) ? "1" : "0", runs_fair(s.index) ? "1" : "0",
-                                            runs_election(s.index) ? "1" : "0", runs_guarded(s.index) ? "1" : "0"});
+                                            runs_election(s.index) ? "1" : "0", runs_guarded(s.index) ? "1" : "0",
+                                            runs_herd(s.index) ? "1" : "0"});
   }
 
   // Where library worker `index` connects: the run's URL on one server; on a
@@ -364,6 +370,14 @@ class Run {
     if (cfg_.cluster_script.empty() || cfg_.placement == "one") return cfg_.url;
     const auto turn = static_cast<std::size_t>(index) % (cfg_.node_urls.size() + 1);
     return turn == 0 ? cfg_.proxy_url : multi_host_url(cfg_.node_urls, turn - 1);
+  }
+
+  // The herd workers come right before the guarded ones.
+  bool runs_herd(int index) const {
+    const int first = cfg_.workers - cfg_.async_workers - cfg_.semaphore_workers - cfg_.rw_workers -
+                      cfg_.multi_workers - cfg_.fair_workers - cfg_.election_workers - cfg_.guarded_workers -
+                      cfg_.herd_workers;
+    return index >= first && index < first + cfg_.herd_workers;
   }
 
   // The guarded workers come right before the election ones.
@@ -863,18 +877,27 @@ class Run {
     std::map<std::string, std::string> outcome;                 // op -> last word
     std::vector<RecordedGrant> grants;                          // of the fair workers
     std::vector<HoldEvent> hold_events;                         // for the loss-order check
+    HerdHistory herd;                                           // for the herd check
     for (int i = 0; i < slot_count(); ++i) {
       std::ifstream in(history_path(i));
       std::string line;
       while (std::getline(in, line)) {
         HoldEvent hold_event;
         if (parse_hold_event(line, hold_event)) {
+          if (hold_event.type == HoldEvent::Type::kLetGo) herd.let_go(hold_event.name, hold_event.at_us);
           hold_events.push_back(std::move(hold_event));
           continue;
         }
         std::istringstream ls(line);
         std::string word, a, b;
         ls >> word >> a >> b;
+        if (word == "herdwait") {
+          std::string end;
+          ls >> end;
+          herd.waited(a, std::stoll(b), std::stoll(end));
+          continue;
+        }
+        if (word == "acq") herd.acquired(a, std::stoll(b));
         if (word == "acq") {
           acquired[a].push_back(std::stoll(b));
           ++r.acquisitions;
@@ -937,6 +960,21 @@ class Run {
       if (order.violations > static_cast<long>(order.examples.size()))
         r.violations.push_back(std::to_string(order.violations - static_cast<long>(order.examples.size())) +
                                " more grants out of queue order");
+    }
+
+    // Herds: no herd name left free for long while a herd waiter waited,
+    // but for faults that stall the server or cut clients off.
+    {
+      std::vector<std::pair<std::int64_t, std::int64_t>> excused;
+      for (const auto& e : events_) {
+        if (e.kind == "pause-holder" || e.kind == "kill-holder" || e.kind == "kill-conns" || e.kind == "kill-dlock")
+          continue;
+        excused.emplace_back(e.start_us, e.end_us);
+      }
+      const HerdCheck checked = herd.check(kHerdStuckMs * 1000, excused);
+      r.herd_handoffs = checked.handoffs;
+      r.herd_prompt = checked.prompt;
+      for (const auto& v : checked.stuck) r.violations.push_back("lost wake: " + v);
     }
 
     // Losses told before the next grant (loss_order.hpp). A process stopped
@@ -1176,6 +1214,9 @@ void print_summary(const RunResult& r, const std::string& title) {
   std::cout << "| holds followed by the loss-order check / of them ended by a loss their process was told of | "
             << r.loss_holds << " / " << r.loss_told << " |\n";
   std::cout << "| grants while an earlier holder still counted its hold live | " << r.loss_violations << " |\n";
+  if (r.herd_handoffs > 0)
+    std::cout << "| herd handoffs (a release to the next take while herd waiters waited) / within 100 ms | "
+              << r.herd_handoffs << " / " << r.herd_prompt << " |\n";
   std::cout << "| guarded workload (no fence): increments committed / lost | " << r.guarded_committed << " / "
             << r.lost_on_guarded << " |\n";
   std::cout << "| election terms in which a leader worked (one section each, fenced by the term) | "
@@ -1210,7 +1251,8 @@ int orchestrate(Config cfg) {
             << " on read-write lock \"rw\"; " << cfg.multi_workers
             << " on sets of 2-8 of " << kMultiNames << " names taken together; " << cfg.fair_workers
             << " on fair locks; " << cfg.election_workers << " campaigning in election \"" << kElectionName << "\"; "
-            << cfg.guarded_workers << " on guarded transactions, no fence), "
+            << cfg.guarded_workers << " on guarded transactions, no fence; " << cfg.herd_workers << " with "
+            << kHerdClients << " clients taking turns on lock \"h0\" and fair lock \"h1\"), "
             << cfg.names << " lock names, "
             << cfg.duration_s << " s, "
             << (cfg.cluster_script.empty() ? std::string("one server")
@@ -1285,7 +1327,7 @@ int main(int argc, char** argv) {
   using namespace dlock::torture;
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.size() == 19 && args[0] == "--worker") {
+    if (args.size() == 20 && args[0] == "--worker") {
       WorkerArgs w;
       w.url = args[1];
       w.machine_id = args[2];
@@ -1305,6 +1347,7 @@ int main(int argc, char** argv) {
       w.fair = args[16] == "1";
       w.election = args[17] == "1";
       w.guarded = args[18] == "1";
+      w.herd = args[19] == "1";
       return run_worker(w);
     }
     if (args.size() == 9 && args[0] == "--cli-worker") {
@@ -1347,6 +1390,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--fair-workers") cfg.fair_workers = std::stoi(value());
       else if (args[i] == "--election-workers") cfg.election_workers = std::stoi(value());
       else if (args[i] == "--guarded-workers") cfg.guarded_workers = std::stoi(value());
+      else if (args[i] == "--herd-workers") cfg.herd_workers = std::stoi(value());
       else if (args[i] == "--threads") cfg.threads = std::stoi(value());
       else if (args[i] == "--names") cfg.names = std::stoi(value());
       else if (args[i] == "--faults") {
@@ -1407,10 +1451,12 @@ int main(int argc, char** argv) {
                                             cfg.fair_workers + cfg.election_workers >
                                         cfg.workers)
       throw std::invalid_argument("--election-workers must be 0 to --workers minus the other workloads' workers");
-    if (cfg.guarded_workers < 0 || cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers +
-                                           cfg.fair_workers + cfg.election_workers + cfg.guarded_workers >
-                                       cfg.workers)
-      throw std::invalid_argument("--guarded-workers must be 0 to --workers minus the other workloads' workers");
+    if (cfg.guarded_workers < 0 || cfg.herd_workers < 0 ||
+        cfg.async_workers + cfg.semaphore_workers + cfg.rw_workers + cfg.multi_workers + cfg.fair_workers +
+                cfg.election_workers + cfg.guarded_workers + cfg.herd_workers >
+            cfg.workers)
+      throw std::invalid_argument(
+          "--guarded-workers and --herd-workers must be 0 to --workers minus the other workloads' workers");
     return orchestrate(cfg);
   } catch (const std::invalid_argument& e) {
     std::cerr << "dlock_torture: " << e.what() << "\n";

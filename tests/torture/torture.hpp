@@ -56,6 +56,16 @@ inline constexpr const char* kElectionName = "e0";
 // between the write and the guard. Lost updates on "g*" are the checker's
 // count; the control run drops the guard and must lose some.
 inline constexpr int kGuardedNames = 2;
+// The herd workload: each herd worker process runs kHerdClients clients
+// (each its own DatabaseDistributedLock), one thread each, all taking turns
+// on two names: lock "h0" and fair lock "h1", with the fenced
+// read-modify-write on the name's resource. Each wait goes to the history
+// ("herdwait NAME START END"): a name left free for longer than
+// kHerdStuckMs while a herd waiter waited, outside a fault that stalls the
+// server or cuts clients off, is a lost wake the poll did not repair.
+inline constexpr int kHerdClients = 8;
+inline constexpr const char* kHerdNames[] = {"h0", "h1"};
+inline constexpr std::int64_t kHerdStuckMs = 8000;
 
 inline std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -93,6 +103,8 @@ struct WorkerArgs {
   bool election = false;
   // The guarded workload: `threads` threads on "g*".
   bool guarded = false;
+  // The herd workload: one thread per client (kHerdClients) on "h0", "h1".
+  bool herd = false;
 };
 
 int run_worker(const WorkerArgs& args);

@@ -373,6 +373,48 @@ struct Worker {
     }
   }
 
+  // One thread of the herd workload (see kHerdClients): its own client,
+  // the lock "h0" and the fair lock "h1" in turn.
+  void run_herd_thread(int index) {
+    std::mt19937 rng(static_cast<unsigned>(std::random_device{}()) + static_cast<unsigned>(index));
+    std::unique_ptr<details::Connection> db;
+    DatabaseDistributedLock& client = *clients[static_cast<std::size_t>(index) % clients.size()];
+    const bool lease_mode = index % 2 == 1;
+    long seq = 0;
+    for (int turn = 0; now_us() < args.until_us; ++turn) {
+      const bool fair = turn % 2 == 1;
+      const std::string name = kHerdNames[fair ? 1 : 0];
+      Lock lock = fair ? client.get_fair_lock(name) : client.get_lock(name);
+      bool acquired = false;
+      const std::int64_t started = now_us();
+      try {
+        acquired = lease_mode ? lock.try_lock(std::chrono::seconds(20), std::chrono::milliseconds(kLeaseMs))
+                              : lock.try_lock_for(std::chrono::seconds(20));
+      } catch (const BackendError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      const std::int64_t at = now_us();
+      history.line("herdwait " + name + " " + std::to_string(started) + " " + std::to_string(at));
+      if (!acquired) continue;
+      history.line("acq " + name + " " + std::to_string(at));
+      std::uint64_t fence = 0;
+      try {
+        fence = lock.fencing_token();
+      } catch (const BackendError&) {
+      }
+      const std::string who = owner_of("h" + std::to_string(index));
+      held(name, fence, false, who, at);
+      if (fence != 0) {
+        const std::string op = args.machine_id + ":h" + std::to_string(index) + ":" + std::to_string(++seq);
+        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
+                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 4)); });
+      }
+      let_go(name, fence, who);
+      lock.unlock();  // never throws for database trouble
+    }
+  }
+
   // One thread of the guarded workload (see kGuardedNames): no fence; the
   // guard alone keeps a transaction whose hold was lost from committing
   // (the control run leaves it out).
@@ -744,13 +786,17 @@ int run_worker(const WorkerArgs& args) {
       // permits (so they wait, and permits are handed from one to another);
       // the fair-lock workload runs twice as many on every client (so its
       // queues hold several waiters of several processes); the others
-      // spread their threads over the clients.
-      const int count = args.fair ? 2 * args.threads * static_cast<int>(clients.size())
+      // spread their threads over the clients (the herd workload: one
+      // thread per client).
+      const int count = args.herd   ? static_cast<int>(clients.size())
+                        : args.fair ? 2 * args.threads * static_cast<int>(clients.size())
                         : args.rw || args.election ? args.threads * static_cast<int>(clients.size())
                         : args.semaphore ? args.threads + kSemaphorePermits
                                          : args.threads;
       for (int t = 0; t < count; ++t) {
-        if (args.guarded) {
+        if (args.herd) {
+          threads.emplace_back([&worker, t] { worker.run_herd_thread(t); });
+        } else if (args.guarded) {
           threads.emplace_back([&worker, t] { worker.run_guarded_thread(t); });
         } else if (args.election) {
           threads.emplace_back([&worker, t] { worker.run_election_thread(t); });
