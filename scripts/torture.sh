@@ -6,6 +6,7 @@
 #
 #   scripts/torture.sh [--quick] [--faults LIST] [--duration SECONDS]
 #                      [--workers K] [--multi-workers M] [--fair-workers F] [--guarded-workers G]
+#                      [--herd-workers H]
 #                      [--threads T] [--names N]
 #                      [--cluster [--placement one|several]]
 #
@@ -19,11 +20,14 @@
 # workload runs its critical sections under `dlock run` (kill-dlock kills
 # those dlock processes), and a guarded workload (transactions on a counter
 # in the lock table's database, each with its hold's guard last and no
-# fence check anywhere; the control drops the guard). Besides exclusion,
+# fence check anywhere; the control drops the guard), and a herd workload
+# (8 clients per worker, each its own DatabaseDistributedLock, waiting in
+# turn on lock "h0" and fair lock "h1"). Besides exclusion,
 # fences and lost updates, the
 # checker proves every loss was told before the hold was granted to
 # another owner (loss order; holders stopped or killed excused while they
-# cannot run). --quick runs 110 s plus a 40 s control run (under 4
+# cannot run) and no wake was lost (a herd name left free for 8 s while a
+# client waited for it, outside a fault that stops holders). --quick runs 110 s plus a 40 s control run (under 4
 # minutes); the default runs 600 s.
 #
 # --cluster runs the same workload against the Galera test bed of
