@@ -152,15 +152,15 @@ class FairKind final : public HoldKind {
       Binder(ps).text(name);
       std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
       QueuePlace place;
-      std::uint64_t previous = 0;
+      std::vector<std::uint64_t> ahead;
       while (rs->next()) {
         const std::uint64_t hold_id = rs->getUInt64(2);
         if (rs->getUInt64(1) >> 16 == e.client_key()) {
           place.mine = hold_id;
-          place.before = previous;
+          if (!ahead.empty()) place.before = ahead[chain_target(ahead.size())];
           break;
         }
-        previous = hold_id;
+        ahead.push_back(hold_id);
       }
       return place;
     });

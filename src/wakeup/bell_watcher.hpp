@@ -32,7 +32,8 @@
 // client in line watches the new holder. For the fair lock (kChain), whose
 // release grants the first queue entry, each client holds a lock named
 // after its first entry (entry_lock_name) and waits on the one of the entry
-// before it; the client whose entry is first watches the holder's bell.
+// before it (in a long queue, one a power of 8 ahead: chain_target); the
+// client whose entry is first watches the holder's bell.
 // When the entry before it is granted (or leaves), its client gives its
 // lock back and the next client looks again. A release thus wakes one
 // client, whatever the number waiting. After a ring such a connection keeps

@@ -2,6 +2,7 @@
 // (wakeup/bell_watcher.hpp), and a fair queue entry's place.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dlock::details {
@@ -25,10 +26,32 @@ enum class WakePolicy {
 
 // A client's place in a fair lock's queue, as its watcher reads it: the
 // hold id of its first live entry (0: none left, it was granted or left)
-// and of the live entry right before that one (0: it is first).
+// and of the live entry it waits behind (0: it is first): see chain_target.
 struct QueuePlace {
   std::uint64_t mine = 0;
   std::uint64_t before = 0;
 };
+
+// Which entry the one at `place` (0: first) waits behind in a kChain
+// queue: the one right before it, and further back the one a power of 8
+// ahead (place 8-63: 8 ahead; 64-511: 64 ahead ...). The server reports a
+// chain of lock waits longer than its deadlock search depth (32) as a
+// deadlock, so a queue of a hundred cannot wait entry behind entry; this
+// way a chain is at most the sum of place's digits in base 8 long (21 for
+// the first 512 places), a release still wakes at most one client per
+// power of 8, and a client wakes once per digit while it moves up.
+constexpr std::size_t chain_target(std::size_t place) {
+  std::size_t step = 1;
+  while (step <= place / 8) step *= 8;
+  return place - step;
+}
+
+// How many waits the entry at `place` is behind the first (the chain's
+// length, for the depth bound above).
+constexpr std::size_t chain_length(std::size_t place) {
+  std::size_t length = 0;
+  for (; place > 0; place = chain_target(place)) ++length;
+  return length;
+}
 
 }  // namespace dlock::details
