@@ -353,24 +353,34 @@ struct Worker {
         continue;
       }
       if (!acquired) continue;
-      const std::int64_t at = now_us();
-      history.line("acq " + name + " " + std::to_string(at));
-      std::uint64_t fence = 0;
-      try {
-        fence = fair.fencing_token();
-      } catch (const BackendError&) {
-      }
-      const std::string who = owner_of("f" + std::to_string(index));
-      held(name, fence, false, who, at);
-      if (fence != 0) {
-        record_fair_grant(db, name, fence);
-        const std::string op = args.machine_id + ":f" + std::to_string(index) + ":" + std::to_string(++seq);
-        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
-                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 8)); });
-      }
-      let_go(name, fence, who);
-      fair.unlock();  // never throws for database trouble
+      work_while_held(fair, name, "f" + std::to_string(index), 8, true, now_us(), db, seq, rng);
     }
+  }
+
+  // What a thread does with a lock it just acquired (at `at`): record it,
+  // work on the name's resource with its fence (recording the grant first
+  // for a fair lock's queue-order check), let go. `tag` names the thread in
+  // operation ids ("f3", "h1"); the work pauses 1 to `max_pause_ms` ms.
+  void work_while_held(Lock& lock, const std::string& name, const std::string& tag, int max_pause_ms,
+                       bool record_grant, std::int64_t at, std::unique_ptr<details::Connection>& db, long& seq,
+                       std::mt19937& rng) {
+    history.line("acq " + name + " " + std::to_string(at));
+    std::uint64_t fence = 0;
+    try {
+      fence = lock.fencing_token();
+    } catch (const BackendError&) {
+    }
+    const std::string who = owner_of(tag);
+    held(name, fence, false, who, at);
+    if (fence != 0) {
+      if (record_grant) record_fair_grant(db, name, fence);
+      const std::string op = args.machine_id + ":" + tag + ":" + std::to_string(++seq);
+      critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op, [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % static_cast<unsigned>(max_pause_ms)));
+      });
+    }
+    let_go(name, fence, who);
+    lock.unlock();  // never throws for database trouble
   }
 
   // One thread of the herd workload (see kHerdClients): its own client,
@@ -397,21 +407,7 @@ struct Worker {
       const std::int64_t at = now_us();
       history.line("herdwait " + name + " " + std::to_string(started) + " " + std::to_string(at));
       if (!acquired) continue;
-      history.line("acq " + name + " " + std::to_string(at));
-      std::uint64_t fence = 0;
-      try {
-        fence = lock.fencing_token();
-      } catch (const BackendError&) {
-      }
-      const std::string who = owner_of("h" + std::to_string(index));
-      held(name, fence, false, who, at);
-      if (fence != 0) {
-        const std::string op = args.machine_id + ":h" + std::to_string(index) + ":" + std::to_string(++seq);
-        critical_section(history, args.fenced, args.machine_id, settings, db, name, fence, op,
-                         [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 4)); });
-      }
-      let_go(name, fence, who);
-      lock.unlock();  // never throws for database trouble
+      work_while_held(lock, name, "h" + std::to_string(index), 4, false, at, db, seq, rng);
     }
   }
 
