@@ -146,24 +146,27 @@ struct DLOCK_API Options {
   // two (every hold carries a random hold id of its own). 1..64 bytes, no NUL.
   std::string machine_id;
   // Wake waiters in other clients within about a millisecond of a release,
-  // instead of at their next poll. Default true. A holder takes a MySQL
-  // user-level lock (a "doorbell", GET_LOCK) for the name inside its acquiring
-  // statement and gives it back inside its releasing statement; a client with
-  // waiters blocks a few dedicated connections in GET_LOCK on the doorbells of
-  // the names they wait for, so the server wakes them at the release. The
-  // lock row stays the only truth: a ring is only a hint to try again, and
-  // the poller keeps running as the safety net. Adds no statement to an
-  // uncontended lock/unlock (only the very first lock of a name, which
-  // inserts its row, takes one more). Turn it off where user-level locks are
+  // instead of at their next poll. Default true. Each pooled session holds
+  // a MySQL user-level lock of its own (a "bell", GET_LOCK); a release of a
+  // hold that someone waits for gives the bell back in its own statement, so
+  // the server wakes the waiter. A waiting client blocks one of a few
+  // dedicated connections in GET_LOCK: on the holder's bell when it is next,
+  // otherwise in the name's line (lock) or behind the queue entry before its
+  // own (fair lock), so a release wakes one client however many wait
+  // (semaphore, read-write lock and election waiters all watch the bell).
+  // The lock row stays the only truth: a ring is only a hint to try again,
+  // and the poller keeps running as the safety net. Adds no statement to an
+  // uncontended lock/unlock. Turn it off where user-level locks are
   // not available or not shared between sessions (some proxies and load
   // balancers, a Galera cluster written through several nodes at once) or
   // where statement-based binary logging would warn about GET_LOCK; waiters
   // then rely on poll_interval alone.
   // Clients with it on and off can share a table: a holder without a
-  // doorbell only costs its waiters the poll.
+  // bell only costs its waiters the poll.
   bool fast_wakeup = true;
-  // Most dedicated connections (and threads) a client blocks on doorbells at
-  // once, one per waited-for name; names beyond that are left to the poller
+  // Most dedicated connections (and threads) a client blocks in GET_LOCK at
+  // once, one per waited-for name (up to three for a name whose holds ring
+  // several bells); names beyond that are left to the poller
   // until a connection frees up. Opened on first need, closed after 60 s
   // unused. Default 4; must be 1..256. Ignored when fast_wakeup is false.
   std::size_t wakeup_connections = 4;
