@@ -7,6 +7,8 @@
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,7 +61,8 @@ Options as_herd_account(Options o) {
 class Herd {
  public:
   Herd(const Options& base, Flavor flavor, const std::string& name, int n) : flavor_(flavor), name_(name) {
-    const Options o = as_herd_account(same_table(base));
+    Options o = as_herd_account(same_table(base));
+    o.logger = base.logger;  // a test may watch what the herd logs
     user_ = o.user;
     for (int i = 0; i < n; ++i) clients_.push_back(std::make_unique<DatabaseDistributedLock>(o));
   }
@@ -264,6 +268,31 @@ TEST_P(Turns, AStoppedProcessWhoseTurnItIsDelaysTheOthersByAboutAPollOrItsGrant)
 }
 
 INSTANTIATE_TEST_SUITE_P(Herd, Turns, ::testing::Values(Flavor::kLock, Flavor::kFair), flavor_name);
+
+// A fair queue longer than the server's deadlock search depth (a chain of
+// 32 lock waits is reported as a deadlock, 1213): its clients do not wait
+// entry behind entry all the way back (wake_policy.hpp, chain_target), so no
+// wait fails as a deadlock, and the queue still drains in its order.
+TEST(Herd, AFairQueueLongerThanTheServersDeadlockDepthDrainsWithoutDeadlocks) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the wait chain of fast wake-up";
+  std::ostringstream seen;
+  auto logger = std::make_shared<spdlog::logger>("herd_deadlocks", std::make_shared<spdlog::sinks::ostream_sink_mt>(seen));
+  logger->set_level(spdlog::level::debug);
+  Options o = test::slow_poll(fresh_options());
+  DatabaseDistributedLock holder(o);
+  Lock first = holder.get_fair_lock("long");
+  first.lock();
+  Options waiting = o;
+  waiting.logger = logger;
+  Herd herd(waiting, Flavor::kFair, "long", 100);
+  herd.start();
+  first.unlock();
+  ASSERT_TRUE(herd.all_done(60s));
+  const std::vector<std::size_t> order = herd.order();
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i) << "turn " << i;
+  logger->flush();
+  EXPECT_EQ(seen.str().find("1213"), std::string::npos) << seen.str().substr(0, 2000);
+}
 
 // A waiting client watches through one wake-up connection per waited name,
 // at most Options::wakeup_connections of them, however many names it waits
