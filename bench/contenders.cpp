@@ -192,7 +192,7 @@ class DlockContender : public Contender {
 //
 // The other wake design measured for issue 6, built here as a prototype on
 // top of dlock with fast_wakeup off. A waiter that is refused parks a
-// dedicated connection in SELECT SLEEP(1) tagged with the lock's doorbell
+// dedicated connection in SELECT SLEEP(1) tagged with the lock's bell
 // name; a releaser, after freeing the row, looks the tagged sessions up in
 // PROCESSLIST and KILL QUERYs them. The releaser cannot know whether anybody
 // waits without that look-up, so it is paid on every unlock. SLEEP(1) is the
@@ -498,7 +498,7 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
     return std::make_unique<DlockContender>(url, false, name, nullptr, false, false, Lock::Side::kFair);
   if (name == "dlock-election") return std::make_unique<DlockElectionContender>(url);
   // Wake designs (issue 6); dlock-no-wakeup also runs everywhere, to show
-  // what the doorbell costs when nobody waits.
+  // what the bell costs when nobody waits.
   if (name == "dlock-no-wakeup")
     return std::make_unique<DlockContender>(url, false, name, [](Options& o) { o.fast_wakeup = false; });
   if (name == "poll-10ms")

@@ -56,7 +56,6 @@
 #include "child_process.hpp"
 #include "thread_count.hpp"
 #include "api/tools.hpp"
-#include "sql/statement.hpp"
 #include "contenders.hpp"
 #include "herd.hpp"
 
@@ -370,9 +369,9 @@ struct Bench {
     const double fair_ratio = summarize(samples["dlock-fair"]).median / summarize(samples["dlock-watchdog"]).median;
     report.goal({"uncontended latency, dlock-fair: <= 1.05 x dlock-watchdog (the plain lock)", num(fair_ratio, 2) + " x",
                  fair_ratio <= 1.05, false});
-    const double doorbell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
+    const double bell_cost = summarize(samples["dlock-watchdog"]).median / summarize(samples["dlock-no-wakeup"]).median;
     report.goal({"session bells' cost, uncontended: dlock-watchdog <= 1.03 x dlock-no-wakeup",
-                 num(doorbell_cost, 2) + " x", doorbell_cost <= 1.03, false});
+                 num(bell_cost, 2) + " x", bell_cost <= 1.03, false});
   }
 
   // 2. Reentrant acquire and release.
@@ -684,7 +683,7 @@ struct Bench {
 
   HotRun hot_dlock_run(int threads, std::chrono::milliseconds duration, bool foreign, bool handoffs = true) {
     DatabaseDistributedLock client(Options::from_url(url));
-    details::ClientAccess::of(client).enable_handoffs(handoffs);
+    details::EngineAccess::of(client).enable_handoffs(handoffs);
     std::unique_ptr<test::ChildProcess> child;
     if (foreign) {
       child = std::make_unique<test::ChildProcess>(
@@ -707,7 +706,7 @@ struct Bench {
         ops += mine;
       });
     }
-    const auto handed0 = details::ClientAccess::of(client).handoffs();
+    const auto handed0 = details::EngineAccess::of(client).handoffs();
     go = true;
     if (child) child->write("go\n");
     std::this_thread::sleep_for(duration);
@@ -716,7 +715,7 @@ struct Bench {
     HotRun run;
     const double seconds = std::chrono::duration<double>(duration).count();
     run.cycles_per_s = static_cast<double>(ops.load()) / seconds;
-    run.handoffs_per_s = static_cast<double>(details::ClientAccess::of(client).handoffs() - handed0) / seconds;
+    run.handoffs_per_s = static_cast<double>(details::EngineAccess::of(client).handoffs() - handed0) / seconds;
     if (child) {
       auto line = child->wait_for_line("waits", 60s);
       if (!line) throw std::runtime_error("hot-lock waiter did not report");
@@ -1211,7 +1210,9 @@ struct Bench {
       MultiLock set = client.get_multi_lock(names);
       std::vector<std::string> floor_names;
       for (const auto& name : names) floor_names.push_back("floor-" + name);
-      const std::string in = "(" + details::placeholders(floor_names.size()) + ")";
+      std::string in = "(";
+      for (std::size_t i = 0; i < floor_names.size(); ++i) in += i == 0 ? "?" : ", ?";
+      in += ")";
       raw->execute_plain("INSERT IGNORE INTO `bench_multi` (kind, lock_name, slot) VALUES " + [&] {
         std::string v;
         for (const auto& f : floor_names) v += (v.empty() ? "" : ", ") + std::string("(1, '") + f + "', 0)";
@@ -1226,14 +1227,14 @@ struct Bench {
       const auto floor_cycle = [&] {
         ++hold;
         raw->execute_plain("START TRANSACTION");
-        details::Binder b(take);
-        b.u64(hold);
-        for (const auto& f : floor_names) b.text(f);
+        unsigned at = 1;
+        take.setUInt64(at++, hold);
+        for (const auto& f : floor_names) take.setString(at++, f);
         if (take.executeUpdate() != n) throw std::runtime_error("multi-lock floor: a row was not free");
         raw->execute_plain("COMMIT");
-        details::Binder f(free);
-        for (const auto& name : floor_names) f.text(name);
-        f.u64(hold);
+        at = 1;
+        for (const auto& name : floor_names) free.setString(at++, name);
+        free.setUInt64(at, hold);
         free.executeUpdate();
       };
       const auto dlock_cycle = [&] {
@@ -1510,7 +1511,7 @@ struct Bench {
       json += "\"handoff " + std::string(who) + "\": {\"server_median_ms\": " + num(one.median) +
               ", \"cluster_median_ms\": " + num(node.median) + "}, ";
       report.goal({std::string("cluster, cross-client handoff (") + who +
-                       ", doorbell): median <= 1.3 x one server's",
+                       ", bell): median <= 1.3 x one server's",
                    num(node.median / one.median, 2) + " x", node.median <= 1.3 * one.median, false});
       // A handoff is one commit (the waiter's take) after the wake: on the
       // cluster it pays what a commit costs there, and no more.
@@ -2053,11 +2054,11 @@ struct Bench {
               ", \"statements_per_cycle\": " + num(per_cycle, 2) + ", \"waiting_statements_per_s\": " +
               num(per_second, 2) + ", \"waiting_client_connections\": " + std::to_string(connections) + "}, ";
       if (d.contender == "dlock-watchdog") {
-        report.goal({"doorbell: cross-process handoff median <= 2 ms", num(h.median) + " ms", h.median <= 2.0, false});
-        report.goal({"doorbell: cross-process handoff p99 <= 20 ms", num(h.p99) + " ms", h.p99 <= 20.0, false});
-        report.goal({"doorbell: uncontended cycle stays 2 statements", num(per_cycle, 2), per_cycle == 2.0, true});
-        // The 1 s poll plus one doorbell wait per io_timeout - 1 s (9 s).
-        report.goal({"doorbell: waiting client <= 1.5 statements / s", num(per_second, 2) + " / s",
+        report.goal({"bell: cross-process handoff median <= 2 ms", num(h.median) + " ms", h.median <= 2.0, false});
+        report.goal({"bell: cross-process handoff p99 <= 20 ms", num(h.p99) + " ms", h.p99 <= 20.0, false});
+        report.goal({"bell: uncontended cycle stays 2 statements", num(per_cycle, 2), per_cycle == 2.0, true});
+        // The 1 s poll plus one bell wait per io_timeout - 1 s (9 s).
+        report.goal({"bell: waiting client <= 1.5 statements / s", num(per_second, 2) + " / s",
                      per_second <= 1.5, false});
       }
     }
@@ -2149,9 +2150,9 @@ struct Bench {
     holder.lock("pending");
     auto client = std::make_unique<DatabaseDistributedLock>(o);
     // Warm-up: the first asynchronous call starts the workers, the first
-    // wait on a holder elsewhere a doorbell connection (the fixed set).
+    // wait on a holder elsewhere a bell connection (the fixed set).
     async_try_lock(client->get_lock("pending", Owner::create()), 100ms, boost::asio::use_future).get();
-    auto& core = details::ClientAccess::of(*client);
+    auto& core = details::EngineAccess::of(*client);
     const std::size_t threads_before = test::thread_count();
     const std::size_t rss_before = resident_bytes();
     const std::size_t heap_before = heap_bytes();
@@ -2230,7 +2231,7 @@ int child_waiter(const std::string& url, const std::string& contender, const std
 // once); prints the waits in ms on one line.
 int child_hot_waiter(const std::string& url, const std::string& name, int millis) {
   DatabaseDistributedLock client(Options::from_url(url));
-  client.lock(name);  // warm: row, statements, doorbell connection
+  client.lock(name);  // warm: row, statements, bell connection
   client.unlock(name);
   std::cout << "ready" << std::endl;
   std::string line;

@@ -80,7 +80,7 @@ int leader_command(const Options& options, const std::string& name, bool json, b
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   DatabaseDistributedLock client(options);
-  details::Engine& engine = details::ClientAccess::of(client);
+  details::Engine& engine = details::EngineAccess::of(client);
   const details::NameKey key(details::Kind::kElection, name);
   std::atomic<bool> stopped{false};
   std::atomic<int> signal_number{0};

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "base/printable.hpp"
+#include "api/tools.hpp"
 
 namespace dlock::cli {
 

@@ -57,7 +57,6 @@
 
 #include <dlock/asio.hpp>
 
-#include "api/sides.hpp"
 #include "api/tools.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
@@ -314,7 +313,7 @@ int reap(pid_t keeper) {
 class Held {
  public:
   Held(DatabaseDistributedLock& client, const Options& options, const RunArgs& args)
-      : engine_(details::ClientAccess::of(client)),
+      : engine_(details::EngineAccess::of(client)),
         options_(options),
         args_(args),
         semaphore_(args.permits != 0 ? std::optional<Semaphore>(client.get_semaphore(args.name, args.permits))

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     dlock::async_lock(warm, asio::use_future).get();
     dlock::async_unlock(warm, asio::use_future).get();
     const std::size_t threads_before = thread_count();
-    // The rest of the fixed set: doorbell connections (fast wake-up across
+    // The rest of the fixed set: bell connections (fast wake-up across
     // clients), each started on first need.
     const std::size_t fixed_set = threads_before + (options.fast_wakeup ? options.wakeup_connections : 0);
 
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
               << " turns in " << seconds << " s\n"
               << "   threads: " << threads_before << " before (this one, the client's io thread, " << options.pool_size
               << " workers and its deadline timer), at most " << tally.max_threads << " while they ran (fixed set: " << fixed_set
-              << ", with the doorbell connections)\n";
+              << ", with the bell connections)\n";
     for (const Name& n : names) {
       std::cout << "   " << n.lock_name << ": " << n.turns << " turns, last fence " << n.last_fence << "\n";
     }

@@ -10,13 +10,14 @@ set -euo pipefail
 # the MariaDB server binaries plus client tools for the
 # private test server (mariadb-server-core, not the mariadb-server service
 # package, which would start a system-wide server on systemd hosts); openssl
-# makes the TLS test server's throwaway certificates.
+# makes the TLS test server's throwaway certificates; universal-ctags for the
+# lint step's function lengths (scripts/lint.sh).
 packages=(
   g++ cmake make pkgconf dpkg-dev file
   libmysqlcppconn-dev libboost-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev
   libgtest-dev prometheus-cpp-dev
-  mariadb-server-core mariadb-client openssl
+  mariadb-server-core mariadb-client openssl universal-ctags
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

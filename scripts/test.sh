@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# dlock's test command: installs what is missing, builds, starts the private
-# MariaDB, runs every test, and stops the database again.
+# dlock's test command: installs what is missing, checks the code's shape
+# (scripts/lint.sh), builds, starts the private MariaDB, runs every test, and
+# stops the database again.
 #
 #   scripts/test.sh [--sanitize address|thread] [--filter REGEX] [--jobs N]
 #
@@ -23,6 +24,8 @@ while [ $# -gt 0 ]; do
 done
 
 "$root/scripts/install-deps.sh"
+# The shape rules (function and file lengths, layers) before anything is built.
+"$root/scripts/lint.sh"
 build_args=()
 [ -n "$sanitize" ] && build_args+=(--sanitize "$sanitize")
 build_dir="$(bash "$root/scripts/build.sh" "${build_args[@]}" | tail -n 1)"

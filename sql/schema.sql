@@ -13,12 +13,14 @@
 -- slot (slot 0 .. bound-1, one permit each); 3 a read-write lock's head
 -- (slot 0: its write hold) or a waiting writer's mark (slot: its client's
 -- key); 4 a read hold (slot: the reading client's 48-bit key, then the
--- number of its slot on that name); 5 and 6 are kept for fair locks and
--- elections. Rows are made on first use and not deleted (the fence must
--- survive), except read holds' slot rows and writers' marks: a client that
--- ends cleanly deletes its own, and any client deletes such rows that have
--- been free or expired, and untouched, for an hour (those of clients that
--- died).
+-- number of its slot on that name); 5 a fair lock (slot 0: its hold;
+-- slot > 0: its queue); 6 an election (slot 0: the leadership); 7 a
+-- parked observer of an election (never a hold); src/base/kinds_table.hpp
+-- is the same list in code. Rows are made on first use and not deleted
+-- (the fence must survive), except read holds' slot rows, writers' marks
+-- and fair queue entries: a client that ends cleanly deletes its own, and
+-- any client deletes such rows that have been free or expired, and
+-- untouched, for an hour (those of clients that died).
 -- A hold is live while expire_time is ahead of the server's clock. A
 -- release sets state = 0, moves expire_time into the past and leaves the
 -- other columns as the last hold wrote them (the next take then rewrites

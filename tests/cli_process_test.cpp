@@ -131,7 +131,7 @@ TEST_F(Cli, AnInheritedIgnoredSigchldDoesNotHangRun) {
 }
 
 TEST_F(Cli, WaitingIsOneLibraryWaitNotShortSlices) {
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "observed through the doorbell wait";
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "observed through the bell wait";
   const std::string account = test::private_account();
   DatabaseDistributedLock holder(options_);
   holder.lock("w");
@@ -139,15 +139,15 @@ TEST_F(Cli, WaitingIsOneLibraryWaitNotShortSlices) {
                      {"--url", test::database_url_as(account, "table=" + options_.table + "&poll_interval_ms=100"),
                       "run", "--wait", "30s", "w", "--", "true"},
                      true);
-  // One doorbell wait lasting seconds. Before: every 250 ms the wait ended,
-  // its doorbell wait was KILLed and armed again, so none lasted a second.
+  // One bell wait lasting seconds. Before: every 250 ms the wait ended,
+  // its bell wait was KILLed and armed again, so none lasted a second.
   EXPECT_TRUE(test::wait_until(
       [&] {
         return test::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '" + account +
                                   "' AND STATE = 'User lock' AND TIME >= 2") == "1";
       },
       10s))
-      << "no long doorbell wait";
+      << "no long bell wait";
   holder.unlock("w");
   int status = 0;
   const std::string said = dlock.read_all_and_wait(20s, status);

@@ -104,7 +104,7 @@ std::optional<Clock::time_point> first_success(Attempt attempt, Clock::time_poin
 TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
   Options base = test::fresh_options();
   base.watchdog_timeout = 60s;  // a hold that outlives the test: only a release frees it
-  // The hold below was taken on node 1, and its doorbell died with node 1's
+  // The hold below was taken on node 1, and its bell died with node 1's
   // session: after the failover its waiter is woken by the poll, not the
   // release (see README "On a Galera cluster"). A poll of 2 s against a 60 s
   // lease still tells "woken soon after the release" from "slept out the lease".
@@ -145,7 +145,7 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
     waiter_fence.set_value(got ? lock.fencing_token() : 0);
     if (got) lock.unlock();
   });
-  // Refused once: it watches the holder's doorbell on node 1.
+  // Refused once: it watches the holder's bell on node 1.
   ASSERT_TRUE(test::wait_for_waiters(waiter_client, MetricKind::kLock, 1));
 
   const auto killed = Clock::now();
@@ -211,7 +211,7 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
   EXPECT_GT(held.fencing_token(), fence_after) << "fences never repeat across the failover";
   held.unlock();
 
-  // Holds taken after the move have their doorbells on node 2: a release
+  // Holds taken after the move have their bells on node 2: a release
   // there wakes the waiter in the other client at once. Five rounds, each
   // well under the 2 s poll (a poll-woken waiter would pass one round in
   // four by chance).
@@ -227,7 +227,7 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
       got.set_value(ok ? Clock::now() : Clock::time_point{});
       if (ok) theirs.unlock();
     });
-    // Refused, and watching the doorbell.
+    // Refused, and watching the bell.
     ASSERT_TRUE(test::wait_for_waiters(waiter_client, MetricKind::kLock, 1));
     const auto released_at = Clock::now();
     mine.unlock();
@@ -236,7 +236,7 @@ TEST_F(Failover, NodeDeathFailsOverOnceKeepsFencesAndWakesWaiters) {
     slowest = std::max(slowest, seconds_since(released_at, at));
   }
   std::printf("after the move, the slowest of 5 cross-client handoffs on node 2: %.3f s after the release\n", slowest);
-  EXPECT_LT(slowest, 0.5) << "the doorbells do not ring on the new server";
+  EXPECT_LT(slowest, 0.5) << "the bells do not ring on the new server";
 
   // Node 1 comes back (IST): the client does not move back to it.
   ASSERT_TRUE(cluster("restart 1"));

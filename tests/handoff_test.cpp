@@ -34,7 +34,7 @@ using test::query_scalar;
 using test::same_table;
 using test::wait_until;
 
-std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::ClientAccess::of(client).handoffs(); }
+std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::EngineAccess::of(client).handoffs(); }
 
 // `n` threads looping lock+unlock of `name` on `client` until `stop`,
 // counting their cycles in `cycles` if given. The caller joins them.
@@ -62,7 +62,7 @@ std::uint64_t row_fence(const Options& o, const std::string& name) {
 // that is waiting, not one between attempts (it subscribes before its
 // first attempt, and parks once refused).
 void wait_for_waiter(DatabaseDistributedLock& client, const std::string& name) {
-  const auto& waiters = details::ClientAccess::of(client).waiters();
+  const auto& waiters = details::EngineAccess::of(client).waiters();
   ASSERT_TRUE(wait_until(
       [&] { return waiters.has(details::NameKeyView{details::Kind::kLock, name}) && waiters.parked() >= 1; }, 10s));
 }
@@ -159,7 +159,7 @@ TEST(Handoff, AnAsynchronousWaiterIsHandedTheHold) {
   const std::uint64_t first = client.get_lock("a").fencing_token();
   const Owner owner = Owner::create();
   auto pending = async_lock(client.get_lock("a", owner), boost::asio::use_future);
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == 1; }, 10s));
   client.unlock("a");
   ASSERT_EQ(pending.wait_for(10s), std::future_status::ready);
   pending.get();
@@ -195,7 +195,7 @@ TEST(Handoff, AnAsyncUnlockDeliversTheHandedHoldFirstOnItsOwnWorker) {
     EXPECT_FALSE(error);
     note("waiter");
   });
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == 1; }, 10s));
   async_unlock(client.get_lock("a", holder), [&](std::exception_ptr error) {
     EXPECT_FALSE(error);
     note("unlock");
@@ -222,7 +222,7 @@ TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
   // Two handoffs in one chain, with waits and checks between them: on a
   // loaded machine or through a proxy those take longer than a chain's
   // 50 ms, and the second release would end the chain instead.
-  details::ClientAccess::of(client).set_handoff_chain_for_tests(60s);
+  details::EngineAccess::of(client).set_handoff_chain_for_tests(60s);
   auto write = client.get_read_write_lock("hw").write_lock();
   write.lock();
   const std::uint64_t first = write.fencing_token();
@@ -235,7 +235,7 @@ TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
     waiter_may_unlock.get_future().wait();
     mine.unlock();
   });
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == 1; }, 10s));
   const auto before = handoffs(client);
   write.unlock();
   auto token = waiter_token.get_future();
@@ -247,7 +247,7 @@ TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
   const Owner owner = Owner::create();
   auto theirs = client.get_read_write_lock("hw", owner).write_lock();
   auto pending = async_lock(theirs, boost::asio::use_future);
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == 1; }, 10s));
   // A reader waits too; the handoff passes it by (the write side is never
   // free in between), and it reads once the last write is released.
   std::promise<void> read;
@@ -257,8 +257,8 @@ TEST(Handoff, ALocalWriterIsHandedTheWriteSide) {
     read.set_value();
     shared.unlock();
   });
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() >= 1 &&
-                                      details::ClientAccess::of(client).waiters().names().size() == 2; },
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() >= 1 &&
+                                      details::EngineAccess::of(client).waiters().names().size() == 2; },
                          10s));
   waiter_may_unlock.set_value();
   waiter.join();
@@ -293,7 +293,7 @@ TEST(Handoff, AWriteWithItsOwnersReadUnderItIsNotHandedOver) {
     got.set_value();
     mine.unlock();
   });
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == 1; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == 1; }, 10s));
   const auto before = handoffs(client);
   write.unlock();
   auto writer = got.get_future();
@@ -340,7 +340,7 @@ TEST(Handoff, AReleaseBeforeTheWaiterSubscribesIsNotMissed) {
   options.poll_interval = 30s;     // nothing else wakes the waiter in time
   options.watchdog_timeout = 30s;  // the refused attempt waits for the holder's lease: 30 s
   DatabaseDistributedLock client(options);
-  auto& core = details::ClientAccess::of(client);
+  auto& core = details::EngineAccess::of(client);
   client.lock("gap");
   std::promise<void> in_gap;
   std::promise<void> released;
@@ -443,7 +443,7 @@ TEST(Handoff, AWriteChainEndsAfterItsBoundAndTheClientHoldsBackItsOwnWriters) {
   auto a_write = client.get_read_write_lock("cw", a).write_lock();
   auto b_write = client.get_read_write_lock("cw", b).write_lock();
   const auto parked = [&](std::size_t n) {
-    return wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == n; }, 10s);
+    return wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == n; }, 10s);
   };
   a_write.lock();
   {
@@ -514,7 +514,7 @@ TEST(Handoff, ThreadsOfOneClientNeverMarkTheRowForARing) {
   Options o = fresh_options();
   o.fast_wakeup = true;
   DatabaseDistributedLock client(o);
-  details::ClientAccess::of(client).enable_handoffs(false);
+  details::EngineAccess::of(client).enable_handoffs(false);
   client.lock("turns");
   client.unlock("turns");
   std::atomic<bool> stop{false};

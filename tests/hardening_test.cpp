@@ -3,8 +3,8 @@
 // lost hold is never silently replaced; renewal matches the hold itself),
 // waits of any length, recovery after the server killed every connection,
 // rows locked by a foreign transaction, a take picked as a deadlock's victim
-// running again, doorbells given back when a release fails, KILL QUERY only
-// for our own doorbell waits, and no on_lock_lost once the client is being
+// running again, bells given back when a release fails, KILL QUERY only
+// for our own bell waits, and no on_lock_lost once the client is being
 // destroyed.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>

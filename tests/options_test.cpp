@@ -187,8 +187,8 @@ TEST(Validation, OptionsFields) {
   expect_bad([](Options& o) { o.poll_interval = 0ms; }, "poll 0");
   expect_bad([](Options& o) { o.io_timeout = -1ms; }, "io negative");
   expect_bad([](Options& o) { o.connect_timeout = 0ms; }, "connect 0");
-  expect_bad([](Options& o) { o.wakeup_connections = 0; }, "no doorbell connections");
-  expect_bad([](Options& o) { o.wakeup_connections = 257; }, "too many doorbell connections");
+  expect_bad([](Options& o) { o.wakeup_connections = 0; }, "no bell connections");
+  expect_bad([](Options& o) { o.wakeup_connections = 257; }, "too many bell connections");
   expect_bad([](Options& o) { o.machine_id = std::string(65, 'm'); }, "long machine id");
   expect_bad([](Options& o) { o.machine_id = std::string("a\0b", 3); }, "NUL machine id");
 }

@@ -112,7 +112,7 @@ TEST_P(CutOff, ItsCallerIsToldAtTheDeadlineBeforeAnyoneElseGetsTheHold) {
   auto losses = std::make_shared<Losses>();
   DatabaseDistributedLock a(through(proxy, o, losses));
   DatabaseDistributedLock b(test::same_table(o));
-  details::Engine& engine = details::ClientAccess::of(a);
+  details::Engine& engine = details::EngineAccess::of(a);
   const std::shared_ptr<void> kept = hold.take(a);
   std::this_thread::sleep_for(1200ms);  // a renewal or so: the deadline is not the first one
   proxy.blackhole();
@@ -175,7 +175,7 @@ TEST(Partition, EveryCallIsBoundedWithEightWarmPooledConnections) {
   DatabaseDistributedLock a(cut);
   {
     // Eight pooled connections, all opened and warm.
-    details::ConnectionPool& pool = details::ClientAccess::of(a).pool();
+    details::ConnectionPool& pool = details::EngineAccess::of(a).pool();
     std::vector<details::PooledConnection> warm;
     for (int i = 0; i < 8; ++i) warm.push_back(pool.acquire());
     ASSERT_EQ(pool.open_count(), 8u);
@@ -267,7 +267,7 @@ TEST(Partition, ARenewalWhoseAnswerComesLateDoesNotBringALostHoldBack) {
   test::BlackholeProxy proxy(server_port());
   auto losses = std::make_shared<Losses>();
   DatabaseDistributedLock a(through(proxy, o, losses));  // 3 s lease, renewed every second, 2 s io_timeout
-  details::Engine& engine = details::ClientAccess::of(a);
+  details::Engine& engine = details::EngineAccess::of(a);
   a.lock("n");
   ASSERT_NE(a.fencing_token("n"), 0u);
   // The renewals go through and commit; their answers never arrive. Then,

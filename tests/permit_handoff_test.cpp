@@ -31,13 +31,13 @@ using test::fresh_options;
 using test::query_scalar;
 using test::wait_until;
 
-std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::ClientAccess::of(client).handoffs(); }
+std::uint64_t handoffs(DatabaseDistributedLock& client) { return details::EngineAccess::of(client).handoffs(); }
 
 // Waits until `n` waiters of `client` are parked (threads waiting for a
 // handoff park like continuations): the handoff needs a waiter that waits,
 // not one between attempts.
 void wait_for_parked(DatabaseDistributedLock& client, std::size_t n) {
-  ASSERT_TRUE(wait_until([&] { return details::ClientAccess::of(client).waiters().parked() == n; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return details::EngineAccess::of(client).waiters().parked() == n; }, 10s));
 }
 
 // A thread that waits up to `wait` for a permit of `semaphore` (fixed
@@ -62,7 +62,7 @@ TEST(PermitHandoff, ALocalWaiterIsHandedThePermitInItsSlotAndLeaseMode) {
   DatabaseDistributedLock client(options);
   // Two handoffs in one chain, with checks between them that can take
   // longer than a chain's 50 ms on a loaded machine or through a proxy.
-  details::ClientAccess::of(client).set_handoff_chain_for_tests(60s);
+  details::EngineAccess::of(client).set_handoff_chain_for_tests(60s);
   Semaphore semaphore = client.get_semaphore("ph", 1);
   Permit first = semaphore.acquire();
   const std::uint64_t token = first.fencing_token();

@@ -417,7 +417,7 @@ TEST(ReadWriteLock, ALocalReleaseWakesTheOtherSideAtOnce) {
 }
 
 TEST(ReadWriteLock, AReleaseInAnotherClientWakesTheOtherSideAtTheRelease) {
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the doorbell needs fast_wakeup";
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the bell needs fast_wakeup";
   Options o = fresh_options();
   o.poll_interval = 60s;
   o.watchdog_timeout = 30s;

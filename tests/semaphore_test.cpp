@@ -132,7 +132,7 @@ TEST(Semaphore, ABoundIsKeptForThePollerOnlyWhileSomeoneWaits) {
   Options o = fresh_options();
   DatabaseDistributedLock holder(o);
   DatabaseDistributedLock waiter(same_table(o));
-  details::HoldKind& waiting = details::ClientAccess::of(waiter).kind(details::Kind::kSemaphore);
+  details::HoldKind& waiting = details::EngineAccess::of(waiter).kind(details::Kind::kSemaphore);
   std::vector<Permit> held;
   for (int i = 0; i < 3; ++i) held.push_back(holder.get_semaphore("b" + std::to_string(i), 1).acquire());
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(waiter.get_semaphore("b" + std::to_string(i), 1).try_acquire(50ms));
@@ -291,7 +291,7 @@ TEST(Semaphore, ACrashedProcessPermitComesBackWhenItsLeaseEnds) {
 
 TEST(Semaphore, AReleaseInAnotherProcessWakesAWaiter) {
   Options o = fresh_options();
-  // With fast_wakeup the other process's release rings a doorbell: no poll
+  // With fast_wakeup the other process's release rings a bell: no poll
   // comes within the test's bound. Without it, the poll is the way.
   const bool fast = test::fast_wakeup_enabled();
   o.poll_interval = fast ? 60s : 200ms;
@@ -313,7 +313,7 @@ TEST(Semaphore, AReleaseInAnotherProcessWakesAWaiter) {
 }
 
 TEST(Semaphore, AReleaseInAnotherClientWakesAWaiterAtTheRelease) {
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the doorbell needs fast_wakeup";
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the bell needs fast_wakeup";
   Options o = fresh_options();
   o.poll_interval = 60s;
   o.watchdog_timeout = 30s;  // no wake at the holder's lease end either

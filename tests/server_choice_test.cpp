@@ -68,7 +68,7 @@ TEST(ServerChoice, SettingsFromOptionsShareOneChoiceOnlyWithFailoverServers) {
   const auto settings = details::ConnectionSettings::from(options);
   ASSERT_NE(settings.servers, nullptr);
   EXPECT_EQ(settings.servers->describe(), "h1:3306,h2:3307,h3:3308");
-  const auto copy = settings;  // as the pool, the io thread and the doorbells hold it
+  const auto copy = settings;  // as the pool, the io thread and the bells hold it
   copy.servers->move_on(0);
   EXPECT_EQ(settings.servers->current(), 1u) << "copies follow the same choice";
 }

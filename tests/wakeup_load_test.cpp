@@ -1,10 +1,10 @@
 // Database load of a waiting client with fast wake-up on, and the loss of its
-// doorbell connection (serial: these read the server-wide statement counter
+// bell connection (serial: these read the server-wide statement counter
 // and kill sessions by state, so nothing else may run meanwhile).
 //
 // A waiter costs its poll (one statement per tick for all names) plus one
-// doorbell wait per name every few seconds. A holder without a doorbell must
-// not turn the doorbell into a busy loop: the waiter looks once, then leaves
+// bell wait per name every few seconds. A holder without a bell must
+// not turn the bell into a busy loop: the waiter looks once, then leaves
 // the name to the poll.
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
@@ -32,12 +32,12 @@ double statements_per_second_while(std::chrono::milliseconds window) {
   return static_cast<double>(after - before - 1) / std::chrono::duration<double>(window).count();
 }
 
-void expect_bounded_waiting_load(bool holder_has_doorbell) {
+void expect_bounded_waiting_load(bool holder_has_bell) {
   Options o = fresh_options();
   o.poll_interval = 250ms;  // 4 polls per second
   o.watchdog_timeout = 60s;  // no renewal inside the window
   Options h = same_table(o);
-  h.fast_wakeup = holder_has_doorbell && test::fast_wakeup_enabled();
+  h.fast_wakeup = holder_has_bell && test::fast_wakeup_enabled();
   DatabaseDistributedLock holder(h);
   DatabaseDistributedLock waiter(o);
   holder.lock("load");
@@ -51,21 +51,21 @@ void expect_bounded_waiting_load(bool holder_has_doorbell) {
   // first polls): the window measures a waiter settled in its wait.
   std::this_thread::sleep_for(1s);
   const double rate = statements_per_second_while(3s);
-  std::printf("waiting load (%s): %.2f statements/s\n", holder_has_doorbell ? "doorbell holder" : "no doorbell", rate);
-  // 4 polls + a doorbell wait every 4 s (io_timeout 5 s), with room for the
+  std::printf("waiting load (%s): %.2f statements/s\n", holder_has_bell ? "bell holder" : "no bell", rate);
+  // 4 polls + a bell wait every 4 s (io_timeout 5 s), with room for the
   // odd housekeeping statement; a busy loop would run thousands.
-  EXPECT_LT(rate, 12.0) << (holder_has_doorbell ? "doorbell holder" : "holder without doorbell");
+  EXPECT_LT(rate, 12.0) << (holder_has_bell ? "bell holder" : "holder without bell");
   EXPECT_GT(rate, 2.0) << "the poll should be running";
   holder.unlock("load");
   EXPECT_TRUE(waited.get());
 }
 
-TEST(WaitingLoad, WaiterOnADoorbellHolderCostsItsPollAndARareDoorbellWait) { expect_bounded_waiting_load(true); }
+TEST(WaitingLoad, WaiterOnABellHolderCostsItsPollAndARareBellWait) { expect_bounded_waiting_load(true); }
 
 // The waiter signs in as an account of this test's own, so the session it
-// kills is its doorbell wait and nothing else's.
-TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on";
+// kills is its bell wait and nothing else's.
+TEST(WaitingLoad, KilledBellConnectionIsNotALostWakeChannel) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the bell itself; runs with it on";
   Options o = fresh_options();
   o.poll_interval = 60s;  // the poll cannot be what hands the lock over
   o.watchdog_timeout = 30s;
@@ -91,14 +91,14 @@ TEST(WaitingLoad, KilledDoorbellConnectionIsNotALostWakeChannel) {
         return !now.empty() && now != killed;
       },
       15s))
-      << "the doorbell connection was not replaced";
+      << "the bell connection was not replaced";
   const auto released_at = std::chrono::steady_clock::now();
   holder.unlock("cut");
   EXPECT_TRUE(waited.get());
   EXPECT_LT(std::chrono::steady_clock::now() - released_at, 10s);
 }
 
-TEST(WaitingLoad, WaiterOnAHolderWithoutDoorbellDoesNotSpin) { expect_bounded_waiting_load(false); }
+TEST(WaitingLoad, WaiterOnAHolderWithoutBellDoesNotSpin) { expect_bounded_waiting_load(false); }
 
 }  // namespace
 }  // namespace dlock

@@ -3,7 +3,7 @@
 // poll, and every way the bell can be missing or lost falls back to the poll
 // without ever letting two owners in.
 //
-// The poll interval here is long (60 s) wherever the test shows the doorbell
+// The poll interval here is long (60 s) wherever the test shows the bell
 // did the waking: a waiter that depended on the poll could not finish in time.
 #include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
@@ -58,7 +58,7 @@ std::string lock_column(const Options& o, const std::string& name, const std::st
 
 // Server id of the session holding the bell lock row `name` records, or ""
 // if it records none or nobody holds it.
-std::string doorbell_holder(const Options& o, const std::string& name) {
+std::string bell_holder(const Options& o, const std::string& name) {
   return lock_column(o, name, "IS_USED_LOCK(bell)");
 }
 
@@ -100,7 +100,7 @@ std::future<bool> acquire_after_release(DatabaseDistributedLock& client, const s
 }
 
 #define SKIP_WHEN_FAST_WAKEUP_IS_OFF()                                                            \
-  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the doorbell itself; runs with it on"
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "tests the bell itself; runs with it on"
 
 TEST(FastWakeup, HolderRecordsItsSessionBellAndRingsOnlyForAMarkedRow) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
@@ -134,7 +134,7 @@ TEST(FastWakeup, HolderRecordsItsSessionBellAndRingsOnlyForAMarkedRow) {
   client.unlock("bell");
 }
 
-TEST(FastWakeup, TurnedOffNoDoorbellIsTaken) {
+TEST(FastWakeup, TurnedOffNoBellIsTaken) {
   Options o = wakeup_options();
   o.fast_wakeup = false;
   DatabaseDistributedLock client(o);
@@ -161,7 +161,7 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
       if (ok) waiter.unlock("ring");
       return std::make_tuple(ok, after_release, at);
     });
-    // The waiter is parked (refused, blocked on the doorbell) before the release.
+    // The waiter is parked (refused, blocked on the bell) before the release.
     ASSERT_TRUE(test::wait_for_bell_waits(waiter_options.user));
     released = true;
     const auto released_at = Clock::now();
@@ -169,7 +169,7 @@ TEST(FastWakeup, WaiterInAnotherClientIsWokenLongBeforeThePoll) {
     const auto [ok, after_release, acquired_at] = waited.get();
     ASSERT_TRUE(ok);
     EXPECT_TRUE(after_release) << "the waiter got in while the holder held the lock";
-    EXPECT_LT(acquired_at - released_at, 5s) << "round " << round << ": woken by the poll, not the doorbell";
+    EXPECT_LT(acquired_at - released_at, 5s) << "round " << round << ": woken by the poll, not the bell";
   }
 }
 
@@ -179,12 +179,12 @@ TEST(FastWakeup, WaiterInAnotherProcessIsWokenLongBeforeThePoll) {
   DatabaseDistributedLock holder(o);
   holder.lock("remote");
   // The child signs in as an account of this test's own, so the wait below
-  // sees its doorbell wait and no other test's.
+  // sees its bell wait and no other test's.
   const std::string account = test::private_account();
   const std::string url =
       test::database_url_as(account, "table=" + o.table + "&poll_interval_ms=60000&watchdog_timeout_ms=30000");
   test::ChildProcess waiter(test::helper_path(), {url, "wait", "remote", "30000"});
-  // Parked: the child's connection blocks in GET_LOCK on the doorbell.
+  // Parked: the child's connection blocks in GET_LOCK on the bell.
   ASSERT_TRUE(test::wait_for_bell_waits(account));
   const auto released_at = Clock::now();
   holder.unlock("remote");
@@ -193,7 +193,7 @@ TEST(FastWakeup, WaiterInAnotherProcessIsWokenLongBeforeThePoll) {
   EXPECT_LT(Clock::now() - released_at, 5s);
 }
 
-TEST(FastWakeup, HolderWithoutDoorbellLeavesTheWaiterToThePoll) {
+TEST(FastWakeup, HolderWithoutBellLeavesTheWaiterToThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   Options o = wakeup_options();
   o.poll_interval = 300ms;
@@ -210,7 +210,7 @@ TEST(FastWakeup, HolderWithoutDoorbellLeavesTheWaiterToThePoll) {
   EXPECT_TRUE(waited.get());
 }
 
-TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
+TEST(FastWakeup, LostBellSessionIsNotALostLock) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   Options o = wakeup_options();
   o.poll_interval = 300ms;
@@ -221,9 +221,9 @@ TEST(FastWakeup, LostDoorbellSessionIsNotALostLock) {
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "cut", released);
   ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "not on the bell";
-  // The holder's pooled session dies: its doorbell goes with it and rings
+  // The holder's pooled session dies: its bell goes with it and rings
   // the waiter, whose attempt must still be refused.
-  const std::string session = doorbell_holder(o, "cut");
+  const std::string session = bell_holder(o, "cut");
   ASSERT_NE(session, "");
   test::execute_sql("KILL CONNECTION " + session);
   ASSERT_TRUE(test::wait_until([&] { return waiter.metrics().wakeups[index(WakeSource::kBell)] >= 1; }, 10s))
@@ -252,10 +252,10 @@ TEST(FastWakeup, LostHoldRingsItsBellBeforeItsOwnerUnlocks) {
   EXPECT_EQ(bell_holder(next_bell(bell)), session);
   other.lock("taken");
   const std::string others = row_bell(o, "taken");
-  EXPECT_NE(doorbell_holder(o, "taken"), "");
+  EXPECT_NE(bell_holder(o, "taken"), "");
   holder.unlock("taken");  // the lost hold's unlock: no SQL
   EXPECT_EQ(row_bell(o, "taken"), others);
-  EXPECT_NE(doorbell_holder(o, "taken"), "");
+  EXPECT_NE(bell_holder(o, "taken"), "");
   other.unlock("taken");
 }
 
@@ -290,7 +290,7 @@ TEST(FastWakeup, RingingOneHoldMovesTheSessionsOtherHoldsToItsNextBell) {
   holder.unlock("one");
   EXPECT_TRUE(waited_one.get());
   EXPECT_EQ(row_bell(o, "two"), next_bell(bell)) << "the other hold still records the rung bell";
-  EXPECT_NE(doorbell_holder(o, "two"), "");
+  EXPECT_NE(bell_holder(o, "two"), "");
   // The waiter on "two", woken by that ring for nothing, blocks on the
   // session's next bell (else it found the old one free and is left to the
   // poll).
@@ -325,7 +325,7 @@ TEST(FastWakeup, MoreWaitedNamesThanConnectionsFallBackToThePoll) {
 
 TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
-  const Options o = wakeup_options();  // 60 s poll; a doorbell wait lasts up to 4 s
+  const Options o = wakeup_options();  // 60 s poll; a bell wait lasts up to 4 s
   DatabaseDistributedLock holder(o);
   Options w = test::as_private_account(same_table(o));
   w.wakeup_connections = 1;
@@ -333,7 +333,7 @@ TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
   holder.lock("first");
   holder.lock("second");
   std::atomic<bool> released{false};
-  // "first" takes the only doorbell connection; "second" arrives while it is
+  // "first" takes the only bell connection; "second" arrives while it is
   // busy and is queued.
   auto gives_up = std::async(std::launch::async, [&] { return waiter.try_lock("first", 1500ms); });
   ASSERT_TRUE(test::wait_for_bell_waits(w.user)) << "\"first\" is not on the bell";
@@ -350,7 +350,7 @@ TEST(FastWakeup, QueuedNameGetsTheConnectionAGaveUpWaiterFrees) {
 
 TEST(FastWakeup, WaiterThatGivesUpFreesItsConnectionAndTheClientClosesPromptly) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
-  const Options o = wakeup_options();  // io_timeout 5 s: a doorbell wait lasts up to 4 s
+  const Options o = wakeup_options();  // io_timeout 5 s: a bell wait lasts up to 4 s
   DatabaseDistributedLock holder(o);
   holder.lock("busy");
   const auto start = Clock::now();
@@ -358,7 +358,7 @@ TEST(FastWakeup, WaiterThatGivesUpFreesItsConnectionAndTheClientClosesPromptly) 
     DatabaseDistributedLock waiter(same_table(o));
     EXPECT_FALSE(waiter.try_lock("busy", 400ms));
     EXPECT_GE(Clock::now() - start, 400ms);
-  }  // the blocked doorbell wait is interrupted (KILL QUERY), not waited out
+  }  // the blocked bell wait is interrupted (KILL QUERY), not waited out
   EXPECT_LT(Clock::now() - start, 3s);
   holder.unlock("busy");
 }
@@ -443,7 +443,7 @@ TEST(FastWakeup, ARingWaitsForTheBellsSessionToBeReturned) {
   const std::string bell_session = bell_holder(bell);
   ASSERT_NE(bell_session, "");
   // Another thread (this one) takes the bell's session out of the pool.
-  auto& pool = details::ClientAccess::of(holder).pool();
+  auto& pool = details::EngineAccess::of(holder).pool();
   std::optional<details::PooledConnection> busy;
   {
     std::vector<details::PooledConnection> others;
@@ -507,7 +507,7 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   const Options watcher_options = test::as_private_account(o);
   DatabaseDistributedLock holder(o);
   holder.lock("watched");
-  const std::uint64_t holders_tag = details::ClientAccess::of(holder).hold_tag();
+  const std::uint64_t holders_tag = details::EngineAccess::of(holder).hold_tag();
   const details::HoldRows rows(o.table, nullptr);
   for (const bool ours : {true, false}) {
     std::atomic<int> rings{0};
@@ -546,14 +546,14 @@ TEST(FastWakeup, TheMarkLandsOnAHoldALocalHandoffMadeAfterTheRead) {
   ASSERT_EQ(seen.size(), 1u);
   test::execute_sql("UPDATE `" + o.table + "` SET hold_id = hold_id + 1, fence = fence + 1 WHERE kind = 1 AND"
                     " lock_name = 'chain'");
-  EXPECT_EQ(rows.mark(*c, {details::Kind::kLock}, "chain", details::ClientAccess::of(holder).hold_tag() ^ 1), 1u);
+  EXPECT_EQ(rows.mark(*c, {details::Kind::kLock}, "chain", details::EngineAccess::of(holder).hold_tag() ^ 1), 1u);
   EXPECT_EQ(lock_column(o, "chain", "waiters"), "1") << "the new hold was not marked: its release would not ring";
   holder.force_unlock("chain");  // its client still believes in the old hold id
 }
 
 // A holder in the same client wakes its local waiters itself at unlock: no
-// doorbell connection is opened for them.
-TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
+// bell connection is opened for them.
+TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoBellConnection) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = test::as_private_account(wakeup_options());
   DatabaseDistributedLock client(o);
@@ -561,9 +561,9 @@ TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(client, "local", released);
   // The waiter is refused at once; a generous second for it to arm a
-  // doorbell if it were going to.
+  // bell if it were going to.
   EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(o.user, true) == 0; }, 1s))
-      << "a doorbell wait was armed against a holder in the same client";
+      << "a bell wait was armed against a holder in the same client";
   released = true;
   const auto released_at = Clock::now();
   client.unlock("local");
@@ -571,10 +571,10 @@ TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoDoorbellConnection) {
   EXPECT_LT(Clock::now() - released_at, 5s) << "the local unlock did not wake its waiter";
 }
 
-// A doorbell wait must end before the read timeout; with io_timeout under
-// 2 s no wait fits, so the client opens no doorbell connection and its
+// A bell wait must end before the read timeout; with io_timeout under
+// 2 s no wait fits, so the client opens no bell connection and its
 // waiters rely on the poll.
-TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
+TEST(FastWakeup, IoTimeoutTooShortForABellWaitLeavesWaitersToThePoll) {
   SKIP_WHEN_FAST_WAKEUP_IS_OFF();
   const Options o = wakeup_options();
   DatabaseDistributedLock holder(o);
@@ -587,9 +587,9 @@ TEST(FastWakeup, IoTimeoutTooShortForADoorbellWaitLeavesWaitersToThePoll) {
   holder.lock("short");
   std::atomic<bool> released{false};
   auto waited = acquire_after_release(waiter, "short", released);
-  // The pooled connection and the io thread's; a doorbell connection would be a third.
+  // The pooled connection and the io thread's; a bell connection would be a third.
   EXPECT_TRUE(test::holds_throughout([&] { return test::sessions_of(waiter_options.user) <= 2; }, 1s))
-      << "a doorbell connection was opened";
+      << "a bell connection was opened";
   released = true;
   holder.unlock("short");
   EXPECT_TRUE(waited.get()) << "the poll did not hand the lock over";

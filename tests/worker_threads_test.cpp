@@ -2,7 +2,7 @@
 // posted by jobs while joining; a job posted while a worker spins is taken
 // without waking another; and a poster is done with the queue once its job
 // can have run, so the owner may destroy the queue then (the client's
-// shutdown does, while a doorbell thread may still be returning from post);
+// shutdown does, while a bell thread may still be returning from post);
 // jobs deferred in a scope run on its worker when the scope closes.
 #include <gtest/gtest.h>
 
@@ -83,7 +83,7 @@ TEST(WorkerThreads, WithoutASpinnerAPostWakesASleepingWorker) {
 TEST(WorkerThreads, APosterIsDoneWithTheQueueOnceItsJobCanHaveRun) {
   // The client's shutdown waits for the last operation to end, then joins
   // and destroys the workers; the job that ends it may have been posted by
-  // a thread that is not a worker (a doorbell thread waking a parked wait),
+  // a thread that is not a worker (a bell thread waking a parked wait),
   // which must not touch the queue after the job could have run. A miss is
   // a race between post()'s notify and the condition variable's destructor
   // (ThreadSanitizer reports it; scripts/test.sh --sanitize thread).

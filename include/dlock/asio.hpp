@@ -39,7 +39,7 @@
 //   Statements run on the client's worker threads (Options::pool_size of
 //   them, plus one that keeps every pending wait's deadline; started by the
 //   first asynchronous call). A pending wait holds no thread: it is a
-//   registered continuation that a release in this client, a doorbell ring
+//   registered continuation that a release in this client, a bell ring
 //   from another client, the poller or its deadline resumes.
 //
 // Lifetime

@@ -78,7 +78,7 @@ namespace dlock {
 namespace details {
 class Engine;
 struct SemaphoreAccess;
-struct ClientAccess;  // the library's own tools (src/api/tools.hpp)
+struct EngineAccess;  // the library's own tools (src/api/tools.hpp)
 struct AsyncAccess;   // the asynchronous entry points (src/api/async.cpp)
 }
 
@@ -229,7 +229,7 @@ class DLOCK_API DatabaseDistributedLock {
   [[nodiscard]] const std::string& machine_id() const noexcept;
 
  private:
-  friend struct details::ClientAccess;
+  friend struct details::EngineAccess;
   friend struct details::AsyncAccess;
   friend class Lock;
   friend class ReadWriteLock;
@@ -254,7 +254,7 @@ class DLOCK_API DatabaseDistributedLock {
   bool is_locked_side(std::string_view name, Side side);
   std::optional<Millis> remaining_ttl_side(std::string_view name, Side side);
 
-  std::unique_ptr<details::Engine> client_;
+  std::unique_ptr<details::Engine> engine_;
 };
 
 }  // namespace dlock

@@ -120,8 +120,8 @@ struct DLOCK_API Options {
   Millis watchdog_timeout{30'000};
   // How often the rows that local waiters wait on are checked, in one
   // statement per tick, while anyone waits. Default 1 s. Must be > 0. It
-  // bounds how late a release by another client is noticed when no doorbell
-  // rings (fast_wakeup off, or the holder has none): the safety net.
+  // bounds how late a release by another client is noticed when no bell
+  // rings (fast_wakeup off, or the holder's session has none): the safety net.
   Millis poll_interval{1'000};
   // Pooled connections for callers' operations. Default 8; must be >= 1. The
   // watchdog and poller use one more connection of their own. Also the

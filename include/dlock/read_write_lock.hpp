@@ -59,7 +59,7 @@
 //   As for Lock: a waiter wakes when a holder in this client releases (at
 //   once), when a holder in another client or process releases (at the
 //   release, with Options::fast_wakeup: a write hold and each read hold have
-//   a doorbell; a waiting writer watches those of the first three readers to
+//   a bell; a waiting writer watches those of the first three readers to
 //   expire), when the poller sees the way clear (each poll_interval, one
 //   statement for every waited-for read-write lock), or at the blocking
 //   holder's lease end, and then tries again.

@@ -33,7 +33,7 @@
 // Waiting
 //   A waiting acquire sleeps until a permit is released in this client (at
 //   once), a permit of another client or process is released (at the
-//   release, with Options::fast_wakeup: each permit has a doorbell, and a
+//   release, with Options::fast_wakeup: each permit has a bell, and a
 //   refused waiter watches those of the first three permits to expire), the
 //   poller sees one free (each poll_interval, one statement for every
 //   waited-for semaphore: the safety net, and the way for releases of

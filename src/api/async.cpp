@@ -4,8 +4,8 @@
 // bad input included, go to the completion, from a worker thread.
 #include <mutex>
 
-#include "api/sides.hpp"
 #include "base/identity.hpp"
+#include "base/kinds_table.hpp"
 #include "dlock/asio.hpp"
 #include "engine/async_acquire.hpp"
 #include "engine/async_observe.hpp"
@@ -17,15 +17,15 @@ namespace dlock {
 
 namespace details {
 struct AsyncAccess {
-  static Engine& engine(const Lock& lock) { return *lock.client_->client_; }
-  static Engine& engine(const Semaphore& semaphore) { return *semaphore.client_->client_; }
+  static Engine& engine(const Lock& lock) { return *lock.client_->engine_; }
+  static Engine& engine(const Semaphore& semaphore) { return *semaphore.client_->engine_; }
   static NameKeyView key(const Lock& lock) { return key_of(lock.side_, lock.name_); }
   static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
   static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
   static std::uint64_t owner(const Lock& lock) { return lock.owner_ != 0 ? lock.owner_ : current_thread_id(); }
-  static Engine& engine(const MultiLock& set) { return *set.client_->client_; }
+  static Engine& engine(const MultiLock& set) { return *set.client_->engine_; }
   static std::uint64_t owner(const MultiLock& set) { return set.owner_ != 0 ? set.owner_ : current_thread_id(); }
-  static Engine& engine(const Election& election) { return *election.client_->client_; }
+  static Engine& engine(const Election& election) { return *election.client_->engine_; }
   static const std::string& name(const Election& election) { return election.name_; }
   static std::uint64_t owner(const Election& election) { return election.owner(); }
 };

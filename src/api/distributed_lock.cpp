@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "api/sides.hpp"
 #include "base/identity.hpp"
+#include "base/kinds_table.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
 #include "kinds/kinds.hpp"
@@ -35,7 +35,7 @@ std::unique_ptr<details::Engine> make_engine(Options options) {
 Owner Owner::this_thread() noexcept { return Owner(details::current_thread_id()); }
 Owner Owner::create() noexcept { return Owner(details::new_owner_id()); }
 
-DatabaseDistributedLock::DatabaseDistributedLock(Options options) : client_(make_engine(std::move(options))) {}
+DatabaseDistributedLock::DatabaseDistributedLock(Options options) : engine_(make_engine(std::move(options))) {}
 
 DatabaseDistributedLock::~DatabaseDistributedLock() = default;
 
@@ -136,39 +136,39 @@ MultiLock DatabaseDistributedLock::get_multi_lock(std::vector<std::string> names
 
 bool DatabaseDistributedLock::acquire_set_for(const std::vector<std::string>& names, std::uint64_t owner,
                                               std::optional<Millis> lease, std::optional<Millis> wait) {
-  return client_->acquire_set(client_->make_set_request(names, resolve(owner), lease, wait));
+  return engine_->acquire_set(engine_->make_set_request(names, resolve(owner), lease, wait));
 }
 
 void DatabaseDistributedLock::release_set_for(const std::vector<std::string>& names, std::uint64_t owner) {
-  client_->release_set(names, resolve(owner));
+  engine_->release_set(names, resolve(owner));
 }
 
-void DatabaseDistributedLock::cancel(Owner owner) { client_->async().cancel_owner(owner.id()); }
+void DatabaseDistributedLock::cancel(Owner owner) { engine_->async().cancel_owner(owner.id()); }
 
-const std::string& DatabaseDistributedLock::machine_id() const noexcept { return client_->machine_id(); }
+const std::string& DatabaseDistributedLock::machine_id() const noexcept { return engine_->machine_id(); }
 
 bool DatabaseDistributedLock::acquire_for(std::string_view name, std::uint64_t owner, std::optional<Millis> lease,
                                           std::optional<Millis> wait, Side side) {
   const details::AcquireRequest request =
-      client_->make_request(details::key_of(side, name), resolve(owner), lease, wait);
-  return client_->drive(request).next == details::AcquireStep::Next::kAcquired;
+      engine_->make_request(details::key_of(side, name), resolve(owner), lease, wait);
+  return engine_->drive(request).next == details::AcquireStep::Next::kAcquired;
 }
 
 void DatabaseDistributedLock::release_for(std::string_view name, std::uint64_t owner, Side side, Millis at_least) {
-  client_->release(details::key_of(side, name), resolve(owner), at_least);
+  engine_->release(details::key_of(side, name), resolve(owner), at_least);
 }
 
 bool DatabaseDistributedLock::is_held_by(std::string_view name, std::uint64_t owner, Side side) {
-  return client_->confirmed_hold(details::key_of(side, name), resolve(owner)).has_value();
+  return engine_->confirmed_hold(details::key_of(side, name), resolve(owner)).has_value();
 }
 
 int DatabaseDistributedLock::hold_count_for(std::string_view name, std::uint64_t owner, Side side) {
-  const auto hold = client_->confirmed_hold(details::key_of(side, name), resolve(owner));
+  const auto hold = engine_->confirmed_hold(details::key_of(side, name), resolve(owner));
   return hold ? static_cast<int>(hold->count) : 0;
 }
 
 std::uint64_t DatabaseDistributedLock::fencing_token_for(std::string_view name, std::uint64_t owner, Side side) {
-  return client_->fencing_token(details::key_of(side, name), resolve(owner));
+  return engine_->fencing_token(details::key_of(side, name), resolve(owner));
 }
 
 std::string DatabaseDistributedLock::guard_sql_for(const std::vector<std::string>& names, std::uint64_t owner,
@@ -176,19 +176,19 @@ std::string DatabaseDistributedLock::guard_sql_for(const std::vector<std::string
   std::vector<details::NameKey> keys;
   keys.reserve(names.size());
   for (const auto& name : names) keys.emplace_back(details::key_of(side, name));
-  return client_->guard_sql(keys, resolve(owner));
+  return engine_->guard_sql(keys, resolve(owner));
 }
 
 bool DatabaseDistributedLock::force_unlock_side(std::string_view name, Side side) {
-  return client_->force_release(details::key_of(side, name)) > 0;
+  return engine_->force_release(details::key_of(side, name)) > 0;
 }
 
 bool DatabaseDistributedLock::is_locked_side(std::string_view name, Side side) {
-  return client_->is_locked(details::key_of(side, name));
+  return engine_->is_locked(details::key_of(side, name));
 }
 
 std::optional<Millis> DatabaseDistributedLock::remaining_ttl_side(std::string_view name, Side side) {
-  return client_->remaining_ttl(details::key_of(side, name));
+  return engine_->remaining_ttl(details::key_of(side, name));
 }
 
 }  // namespace dlock

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "api/tools.hpp"
+#include "base/kinds_table.hpp"
 #include "base/validation.hpp"
 #include "dlock/distributed_lock.hpp"
 #include "engine/engine.hpp"
@@ -21,25 +22,9 @@ namespace {
 
 using details::Kind;
 
-constexpr std::array<std::pair<HoldType, Kind>, kHoldTypeCount> kKinds{{
-    {HoldType::kLock, Kind::kLock},
-    {HoldType::kFairLock, Kind::kFair},
-    {HoldType::kSemaphore, Kind::kSemaphore},
-    {HoldType::kWrite, Kind::kWrite},
-    {HoldType::kRead, Kind::kRead},
-    {HoldType::kElection, Kind::kElection},
-}};
-
-Kind kind_of(HoldType type) {
-  for (const auto& [t, k] : kKinds)
-    if (t == type) return k;
-  throw std::invalid_argument("dlock: unknown HoldType " + std::to_string(static_cast<int>(type)));
-}
-
 std::optional<HoldType> type_of(Kind kind) {
-  for (const auto& [t, k] : kKinds)
-    if (k == kind) return t;
-  return std::nullopt;  // a row of a kind this version does not know
+  const details::KindInfo* k = details::find_kind(static_cast<std::size_t>(kind));
+  return k != nullptr ? k->hold_type : std::nullopt;  // none: a row of a kind this version does not know
 }
 
 // Checked before any SQL; names deduplicated (a name asked twice is shown once).
@@ -50,7 +35,9 @@ details::ActivityFilter filter_of(const ActivityQuery& query) {
     if (std::find(f.names.begin(), f.names.end(), name) == f.names.end()) f.names.push_back(name);
   }
   for (HoldType type : query.types) {
-    const Kind kind = kind_of(type);
+    const std::optional<Kind> known = details::kind_of(type);
+    if (!known) throw std::invalid_argument("dlock: unknown HoldType " + std::to_string(static_cast<int>(type)));
+    const Kind kind = *known;
     if (std::find(f.kinds.begin(), f.kinds.end(), kind) == f.kinds.end()) f.kinds.push_back(kind);
   }
   f.limit = query.limit;
@@ -131,20 +118,13 @@ Activity read_activity(details::Connection& c, const details::HoldRows& rows, co
 }  // namespace
 
 std::string_view to_string(HoldType type) noexcept {
-  switch (type) {
-    case HoldType::kLock: return "lock";
-    case HoldType::kFairLock: return "fair";
-    case HoldType::kSemaphore: return "semaphore";
-    case HoldType::kWrite: return "write";
-    case HoldType::kRead: return "read";
-    case HoldType::kElection: return "election";
-  }
-  return "unknown";
+  const std::optional<Kind> kind = details::kind_of(type);
+  return kind ? details::kind_name(*kind) : "unknown";
 }
 
 std::optional<HoldType> parse_hold_type(std::string_view text) noexcept {
-  for (const auto& entry : kKinds)
-    if (to_string(entry.first) == text) return entry.first;
+  for (const auto& k : details::kKinds)
+    if (k.hold_type && k.name == text) return k.hold_type;
   return std::nullopt;
 }
 
@@ -160,8 +140,8 @@ Activity inspect(const Options& options, const ActivityQuery& query) {
 
 Activity DatabaseDistributedLock::inspect(const ActivityQuery& query) {
   const details::ActivityFilter f = filter_of(query);
-  details::CallBudget budget(client_->options().io_timeout);
-  return client_->read([&](details::Connection& c) { return read_activity(c, client_->rows(), f); });
+  details::CallBudget budget(engine_->options().io_timeout);
+  return engine_->read([&](details::Connection& c) { return read_activity(c, engine_->rows(), f); });
 }
 
 }  // namespace dlock

@@ -1,20 +1,15 @@
 #include "dlock/metrics.hpp"
 
 #include "dlock/distributed_lock.hpp"
+#include "base/kinds_table.hpp"
 #include "engine/engine.hpp"
 
 namespace dlock {
 
 std::string_view to_string(MetricKind kind) noexcept {
-  switch (kind) {
-    case MetricKind::kLock: return "lock";
-    case MetricKind::kFairLock: return "fair";
-    case MetricKind::kSemaphore: return "semaphore";
-    case MetricKind::kRead: return "read";
-    case MetricKind::kWrite: return "write";
-    case MetricKind::kMultiLock: return "multi";
-    case MetricKind::kElection: return "election";
-  }
+  if (kind == MetricKind::kMultiLock) return "multi";  // names of kind kLock, counted per set
+  for (const auto& k : details::kKinds)
+    if (k.metric == kind && k.hold_type) return k.name;
   return "?";
 }
 
@@ -48,6 +43,6 @@ std::string_view to_string(WakeSource source) noexcept {
   return "?";
 }
 
-Metrics DatabaseDistributedLock::metrics() const { return client_->metrics(); }
+Metrics DatabaseDistributedLock::metrics() const { return engine_->metrics(); }
 
 }  // namespace dlock

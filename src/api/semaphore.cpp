@@ -17,7 +17,7 @@ namespace dlock {
 
 namespace details {
 struct SemaphoreAccess {
-  static Engine& engine(DatabaseDistributedLock* lock) { return *lock->client_; }
+  static Engine& engine(DatabaseDistributedLock* lock) { return *lock->engine_; }
 };
 }  // namespace details
 

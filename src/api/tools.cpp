@@ -49,7 +49,7 @@ std::size_t force_unlock(const Options& options, Kind kind, std::string_view nam
   Options quiet = options;
   quiet.create_table = false;
   DatabaseDistributedLock client(quiet);
-  return ClientAccess::of(client).force_release(NameKeyView{kind, name});
+  return EngineAccess::of(client).force_release(NameKeyView{kind, name});
 }
 
 std::string init_tables(const Options& options) {

@@ -2,12 +2,13 @@
 // command, the benchmark, the tests): what they need beyond the public API.
 // Not installed; not for users, and not stable.
 //
-// - ClientAccess::of: the engine behind a client, for an interruptible
+// - EngineAccess::of: the engine behind a client, for an interruptible
 //   wait (`dlock run` ends its wait on a signal), test hooks and counters.
 // - The operator functions behind `dlock force-unlock` and `init`: each
 //   opens one connection of its own (no watchdog, no poller).
-// - The input checks the public API runs before any SQL (base/validation.hpp)
-//   and how names are shown in messages (base/printable.hpp).
+// - The input checks the public API runs before any SQL (base/validation.hpp),
+//   how names are shown in messages (base/printable.hpp), and the table of
+//   kinds (base/kinds_table.hpp: which kind a Lock side names).
 #pragma once
 
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "base/keys.hpp"
+#include "base/kinds_table.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 #include "dlock/distributed_lock.hpp"
@@ -23,8 +25,8 @@
 
 namespace dlock::details {
 
-struct ClientAccess {
-  static Engine& of(DatabaseDistributedLock& client) { return *client.client_; }
+struct EngineAccess {
+  static Engine& of(DatabaseDistributedLock& client) { return *client.engine_; }
 };
 
 // Every live row (`names` empty), else every row of those names, of every

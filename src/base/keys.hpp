@@ -3,7 +3,8 @@
 // Every primitive keeps its rows in the one lock table, keyed by (kind,
 // name, slot): a Kind says which primitive a row belongs to, so the lock,
 // the semaphore and the read-write lock named "x" never meet. The numbers
-// are stored in the table: they never change.
+// are stored in the table: they never change. What differs between kinds
+// is one table of data: base/kinds_table.hpp.
 //
 // A NameKey (kind, name) is what local holds and waiters are grouped by: the
 // holds of one owner on a lock, the waiters of one semaphore. Lookups take a
@@ -18,27 +19,16 @@
 
 namespace dlock::details {
 
+// The kinds of rows (base/kinds_table.hpp says what each one is).
 enum class Kind : std::uint8_t {
-  kLock = 1,       // a reentrant lock: one row per name
-  kSemaphore = 2,  // a semaphore: one row per slot (0 .. bound-1), one permit each
-  kWrite = 3,      // a read-write lock's head row: its write hold, read count, waiting writer
-  kRead = 4,       // a read hold of a read-write lock: slot rows of the reading clients
-  kFair = 5,       // a fair lock: its hold at slot 0, its queue of waiters at slots 1, 2, ...
-  kElection = 6,   // an election: the leader's hold, value and revision
+  kLock = 1,
+  kSemaphore = 2,
+  kWrite = 3,
+  kRead = 4,
+  kFair = 5,
+  kElection = 6,
+  kObserver = 7,
 };
-
-// "lock", "semaphore", "write", "read", "fair", "election": for messages and operators.
-inline const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::kLock: return "lock";
-    case Kind::kSemaphore: return "semaphore";
-    case Kind::kWrite: return "write";
-    case Kind::kRead: return "read";
-    case Kind::kFair: return "fair";
-    case Kind::kElection: return "election";
-  }
-  return "unknown";
-}
 
 struct NameKeyView {
   Kind kind;

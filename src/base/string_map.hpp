@@ -9,7 +9,7 @@
 //  - with std::hash<std::string>, libstdc++ (12) searches a map of up to 20
 //    elements by comparing the key with every element in turn instead of
 //    hashing it, a pointer chase and a memcmp per element on the hottest
-//    path (16 threads on 16 names paid about 1 us per cycle for it).
+//    path (bench/results/HISTORY.md has what it cost).
 // StringHash is transparent (find, count and contains take a string_view
 // without building a key) and is not the standard hash, so every lookup
 // hashes, whatever the size. Its call operator is deliberately not

@@ -1,4 +1,4 @@
-// The asynchronous driver of the acquire engine (see acquire_request.hpp):
+// The asynchronous driver of the acquire engine (see request.hpp):
 // one pending async_lock / async_try_lock.
 //
 // A step (one attempt in the database, a statement or two) runs on one of
@@ -7,7 +7,7 @@
 // remaining lease, or the caller's deadline if sooner) in the client's
 // DeadlineQueue. Then it holds no thread. Whichever comes first resumes it,
 // exactly once per park, by taking it out of the registry entry: a wake (a
-// release in this client, a doorbell ring, the poller), its deadline, or a
+// release in this client, a bell ring, the poller), its deadline, or a
 // cancellation. Resuming posts the next step to the workers.
 //
 // So a step never runs concurrently with another step of the same

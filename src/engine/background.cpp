@@ -20,13 +20,29 @@ using Micros = std::chrono::microseconds;
 }  // namespace
 
 bool Engine::renew_tick(const IoThread::ConnectionSource& connection) {
-  auto refs = holds_.watchdog_holds();
-  if (refs.empty()) return true;
+  std::vector<HoldRef> live = unexpired_watchdog_holds();
+  if (live.empty()) return true;
   // Within one tick, not io_timeout: a row another transaction has locked
   // fails the renewal after one lock wait (a second on this connection),
   // and the others are renewed around it this same tick, well inside any
   // lease. A row that fails costs only its own hold.
   CallBudget budget(std::min(options_.io_timeout, renew_period()));
+  std::vector<HeldRow> holds;
+  holds.reserve(live.size());
+  for (const auto& r : live) holds.push_back(HeldRow{RowKey{r.key.kind, r.key.name, r.slot}, r.hold_id});
+  auto sent = Clock::now();
+  const std::size_t renewed = run_renewal(connection, holds, sent);
+  if (metrics_) metrics_->renewal_statement(Clock::now() - sent);
+  if (renewed == live.size()) {
+    holds_.extend(live, sent + options_.watchdog_timeout);
+    count_renewals(live);
+    return true;
+  }
+  return settle_partial_renewal(connection(), live, holds, renewed);
+}
+
+std::vector<HoldRef> Engine::unexpired_watchdog_holds() {
+  auto refs = holds_.watchdog_holds();
   const auto now = Clock::now();
   std::vector<HoldRef> live;
   live.reserve(refs.size());
@@ -37,55 +53,53 @@ bool Engine::renew_tick(const IoThread::ConnectionSource& connection) {
       live.push_back(std::move(r));
     }
   }
-  if (live.empty()) return true;
-  std::vector<HeldRow> holds;
-  holds.reserve(live.size());
-  for (const auto& r : live) holds.push_back(HeldRow{RowKey{r.key.kind, r.key.name, r.slot}, r.hold_id});
+  return live;
+}
+
+std::size_t Engine::run_renewal(const IoThread::ConnectionSource& connection, const std::vector<HeldRow>& holds,
+                                Clock::time_point& sent) {
   const std::int64_t lease_us = micros(options_.watchdog_timeout);
-  auto sent = Clock::now();
-  std::size_t renewed = 0;
+  const auto skipping_locked = [&](Connection& c) {
+    sent = Clock::now();
+    return rows_.renew_skipping_locked(c, holds, lease_us);
+  };
   if (renew_around_locked_rows_) {
     // A row was locked by another transaction lately: around it at once,
     // rather than wait out the lock every tick.
-    renewed = rows_.renew_skipping_locked(connection(), holds, lease_us);
-    renew_around_locked_rows_ = renewed < live.size();
-  } else {
-    try {
-      try {
-        renewed = rows_.renew(connection(), holds, lease_us);
-      } catch (const OutcomeUnknown&) {
-        // A renewal only extends live holds of this client: running it again
-        // on a fresh connection is safe whatever the first run did.
-        sent = Clock::now();
-        renewed = rows_.renew(connection(), holds, lease_us);
-      }
-    } catch (const BackendError& e) {
-      if (e.code() != mysql_error::kLockWaitTimeout) throw;
-      logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
+    const std::size_t renewed = skipping_locked(connection());
+    renew_around_locked_rows_ = renewed < holds.size();
+    return renewed;
+  }
+  try {
+    // A renewal only extends live holds of this client: running it again
+    // on a fresh connection is safe whatever the first run did.
+    return run_idempotent(connection, [&](Connection& c) {
       sent = Clock::now();
-      renewed = rows_.renew_skipping_locked(connection(), holds, lease_us);
-      renew_around_locked_rows_ = true;
-    }
+      return rows_.renew(c, holds, lease_us);
+    });
+  } catch (const BackendError& e) {
+    if (e.code() != mysql_error::kLockWaitTimeout) throw;
+    logger_->warn("dlock: renewal waited on a row locked by another transaction; renewing around it");
+    renew_around_locked_rows_ = true;
+    return skipping_locked(connection());
   }
-  if (metrics_) metrics_->renewal_statement(Clock::now() - sent);
-  if (renewed == live.size()) {
-    holds_.extend(live, sent + options_.watchdog_timeout);
-    count_renewals(live);
-    return true;
-  }
+}
+
+bool Engine::settle_partial_renewal(Connection& connection, const std::vector<HoldRef>& live,
+                                    const std::vector<HeldRow>& holds, std::size_t renewed) {
   // Fewer rows than holds: find out which holds are gone. A hold the read
   // still shows is live for what its row says is left (a row skipped
   // because it was locked was not renewed, but is not lost yet either).
   const auto read_sent = Clock::now();
-  // By name and hold id: a hold id is random, but the holds a MultiLock
+  // By name and hold id: a hold id is random, but the holds a multi-lock
   // took together share one (a semaphore's slot is found by its hold id).
   std::map<std::tuple<Kind, std::string, std::uint64_t>, HoldRow> rows;
-  for (auto& row : rows_.read_holds(connection(), holds)) {
+  for (auto& row : rows_.read_holds(connection, holds)) {
     auto key = std::make_tuple(row.key.kind, row.key.name, row.hold_id);
     rows.emplace(std::move(key), std::move(row));
   }
   std::vector<std::pair<std::int64_t, HoldRef>> shown_live;  // with the lease left: renewed, or skipped as locked
-  for (auto& r : live) {
+  for (const auto& r : live) {
     const auto it = rows.find(std::make_tuple(r.key.kind, r.key.name, r.hold_id));
     if (it != rows.end() && it->second.held_by(r.hold_id)) {
       const std::int64_t ttl_us = std::max<std::int64_t>(0, owner_ttl_us(it->second.ttl_us.value_or(0)));
@@ -155,12 +169,9 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
     if (!k) continue;
     const auto& batch = names[static_cast<std::size_t>(k->traits.kind)];
     if (batch.empty()) continue;
-    std::vector<std::string> held;
-    try {
-      held = k->poll(*this, connection(), batch);
-    } catch (const OutcomeUnknown&) {
-      held = k->poll(*this, connection(), batch);  // a read: safe to repeat
-    }
+    // A read: safe to repeat.
+    const std::vector<std::string> held =
+        run_idempotent(connection, [&](Connection& c) { return k->poll(*this, c, batch); });
     using Intent = HoldKind::Traits::Intent;
     if (k->traits.intents == Intent::kWhenRefused) {
       // The write side's waiters keep their marks while they wait (and take
@@ -192,12 +203,9 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
     if (waiters_.has(key)) by_kind[key.kind].push_back(key.name);
   for (const auto& [kind, batch] : by_kind) {
     HoldKind& k = this->kind(kind);
-    std::vector<std::string> held;
-    try {
-      held = k.mark(*this, connection(), batch, micros(intent_lease()));
-    } catch (const OutcomeUnknown&) {
-      held = k.mark(*this, connection(), batch, micros(intent_lease()));  // idempotent
-    }
+    // A mark only renews or takes marks for this client's waiters.
+    const std::vector<std::string> held =
+        run_idempotent(connection, [&](Connection& c) { return k.mark(*this, c, batch, micros(intent_lease())); });
     for (const auto& name : held) {
       const NameKey key(kind, name);
       if (!waiters_.has(key)) {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "base/keys.hpp"
+#include "base/kinds_table.hpp"
 #include "base/name_marks.hpp"
 #include "base/string_map.hpp"
 #include "dlock/options.hpp"
@@ -68,10 +69,6 @@ class logger;
 }
 
 namespace dlock::details {
-
-// The metrics' kind of a hold of `kind` (a MultiLock's names are kLock rows,
-// counted as kMultiLock by the set's own calls).
-MetricKind metric_kind(Kind kind) noexcept;
 
 class Engine {
  public:
@@ -253,6 +250,29 @@ class Engine {
     } catch (const OutcomeUnknown&) {
       PooledConnection fresh = pool_.acquire_fresh();
       return fn(*fresh);
+    }
+  }
+  // The other rule, for a statement that is safe to run twice (a read, a
+  // renewal of this client's own live holds, its waiting marks, a queue
+  // join that upserts one entry): run once more on the connection
+  // `connection` gives next (a new one, the old one being broken) if its
+  // connection died mid-statement.
+  template <class Fn>
+  static auto run_idempotent(const std::function<Connection&()>& connection, Fn&& fn) {
+    try {
+      return fn(connection());
+    } catch (const OutcomeUnknown&) {
+      return fn(connection());
+    }
+  }
+  // The same on the caller's connection `c`, once more on another pooled
+  // connection.
+  template <class Fn>
+  auto run_idempotent(Connection& c, Fn&& fn) {
+    try {
+      return fn(c);
+    } catch (const OutcomeUnknown&) {
+      return with_connection(fn);
     }
   }
   // What reading on a new connection shows of a statement whose outcome is
@@ -441,6 +461,19 @@ class Engine {
   // One renewal round; false when some live hold was skipped (its row
   // locked by another transaction) and wants another round soon.
   bool renew_tick(const IoThread::ConnectionSource& connection);
+  // The watchdog holds still within their local deadline; the others are
+  // reported lost.
+  std::vector<HoldRef> unexpired_watchdog_holds();
+  // The renewal statement over `holds` (around rows locked by another
+  // transaction when one was lately): how many it renewed, and when it was
+  // sent.
+  std::size_t run_renewal(const IoThread::ConnectionSource& connection, const std::vector<HeldRow>& holds,
+                          std::chrono::steady_clock::time_point& sent);
+  // After a renewal that renewed fewer rows than `live` has holds: reads
+  // which are gone (reported lost) and which are live for how long. False
+  // when some live hold still wants a renewal soon.
+  bool settle_partial_renewal(Connection& connection, const std::vector<HoldRef>& live,
+                              const std::vector<HeldRow>& holds, std::size_t renewed);
   // A renewal tick, and when it fails or skips a hold, another one soon
   // (kRenewRetry) until all get through: the holds' deadlines are at stake.
   void renew_or_retry(const IoThread::ConnectionSource& connection);

@@ -61,7 +61,7 @@ struct Hold {
   std::uint64_t slot = 0;
   // A permit: the bound it was taken under (its slot is below it).
   std::uint32_t bound = 0;
-  // For a hold handed over from a local hold (Client::release): when the
+  // For a hold handed over from a local hold (Engine::release): when the
   // chain of handoffs it continues began (the first handoff since the row
   // was taken from free), so that chains, which keep other clients out, can
   // be bounded. Unset ({}) for a hold taken from free.

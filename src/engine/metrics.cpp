@@ -5,18 +5,6 @@
 
 namespace dlock::details {
 
-MetricKind metric_kind(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::kLock: return MetricKind::kLock;
-    case Kind::kFair: return MetricKind::kFairLock;
-    case Kind::kSemaphore: return MetricKind::kSemaphore;
-    case Kind::kRead: return MetricKind::kRead;
-    case Kind::kWrite: return MetricKind::kWrite;
-    case Kind::kElection: return MetricKind::kElection;
-  }
-  return MetricKind::kLock;
-}
-
 namespace {
 bool is_cancelled(const std::exception_ptr& error) {
   try {

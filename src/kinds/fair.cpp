@@ -344,8 +344,8 @@ class FairKind final : public HoldKind {
         const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
         static const std::string kNoBell;
         const std::string& bell_text = bell != nullptr ? *bell : kNoBell;
-        // Running it again re-joins at the back: harmless, so an unknown
-        // outcome is simply repeated.
+        // Running it again re-joins at the back (one entry, upserted):
+        // harmless, so an unknown outcome is repeated (run_idempotent).
         const auto statement = [&](Connection& on) {
           return e.rows().run(on, "joining a fair lock's queue", [&] {
             auto& ps = on.prepared(sql_.join);
@@ -360,14 +360,13 @@ class FairKind final : public HoldKind {
             return execute_update(ps);
           });
         };
-        try {
-          statement(c);
-          entry.session = bell != nullptr ? c.session_key() : 0;
-        } catch (const OutcomeUnknown&) {
-          e.with_connection(statement);
-          entry.session = 0;
-        }
-        return 0;
+        return e.run_idempotent(c, [&](Connection& on) {
+          statement(on);
+          // The bell is c's session's: an entry that joined on another
+          // connection has no session to be rung on.
+          entry.session = bell != nullptr && &on == &c ? c.session_key() : 0;
+          return 0;
+        });
       });
     } catch (...) {
       slots_.release(r.key.name, slot.index);

@@ -5,6 +5,60 @@
 
 namespace dlock::details {
 
+namespace {
+
+std::string join_statement(const std::string& q) {
+  // Joining: the head's queue mark raised and the entry written, in one
+  // statement (a two-row upsert whose update keeps the head's hold
+  // columns). An entry joins anew at the back. Its place is SYSDATE(6), read
+  // as its row is written, after the head row's lock was granted (the rows
+  // are written in the order listed): joins serialize on that lock, so the
+  // queue's order is the order in which joins committed, and no entry ever
+  // lands ahead of one already seen queued. (NOW(6), the statement's start,
+  // would let a join that waited for the head's lock land ahead of ones
+  // that got it first.)
+  const auto keep_head = [](const std::string& column, const std::string& value) {
+    return column + " = IF(slot = 0, " + column + ", " + value + ")";
+  };
+  return "INSERT INTO " + q +
+         " (kind, lock_name, slot, hold_id, owner_id, machine_id, holder_host, holder_pid, watchdog, lease_us,"
+         " bell, acquired_at, intent_id, intent_expire) VALUES (5, ?, 0, 0, 0, '', '', 0, 0, 0, '', " +
+         kFairPast +
+         ", 0, NOW(6) + INTERVAL ? MICROSECOND), (5, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SYSDATE(6), ?, NOW(6) +"
+         " INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE " +
+         keep_head("hold_id", "?") + ", " + keep_head("owner_id", "?") + ", " + keep_head("machine_id", "?") + ", " +
+         keep_head("holder_host", "?") + ", " + keep_head("holder_pid", "?") + ", " + keep_head("watchdog", "?") +
+         ", " + keep_head("lease_us", "?") + ", " + keep_head("bell", "?") + ", " + keep_head("acquired_at", "SYSDATE(6)") +
+         ", " + keep_head("intent_id", "?") +
+         ", intent_expire = IF(slot = 0, GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND), NOW(6) +"
+         " INTERVAL ? MICROSECOND)";
+}
+
+// The hold goes to entry e: the head takes e's hold, e leaves the queue.
+// `bell`: what the head's bell becomes when granted (e.bell, or, in a
+// ringing release, the releasing session's next bell where e.bell is the
+// one it rings: see grant).
+std::string granting(const std::string& when, const std::string& ring, const std::string& bell) {
+  const auto pick = [&](const std::string& column, const std::string& granted) {
+    return "h." + column + " = IF(" + when + ", " + granted + ", h." + column + ")";
+  };
+  return "h.state = IF(" + when + ", 1, 0)" + ring + ", " + pick("fence", "h.fence + 1") + ", " + "h.watchdog = IF(" +
+         when + ", e.watchdog, 0), " + pick("owner_id", "e.owner_id") + ", " + pick("hold_id", "e.hold_id") + ", " +
+         pick("machine_id", "e.machine_id") + ", " + pick("holder_host", "e.holder_host") + ", " +
+         pick("holder_pid", "e.holder_pid") + ", " +
+         // Waiters elsewhere that marked the row wait on its bell: a
+         // grant that keeps the bell keeps their mark (its release
+         // rings them); a free row or a new bell has none. Assigned
+         // before the bell, which it compares.
+         "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", bell) + ", " +
+         pick("acquired_at", "NOW(6)") + ", h.expire_time = IF(" + when +
+         ", NOW(6) + INTERVAL e.lease_us MICROSECOND, h.acquired_at), "
+         "e.intent_expire = " +
+         kFairPast;
+}
+
+}  // namespace
+
 FairStatements::FairStatements(const HoldRows& rows) {
   const std::string& q = rows.quoted();
   const std::string head = " kind = 5 AND lock_name = ? AND slot = 0";
@@ -21,30 +75,7 @@ FairStatements::FairStatements(const HoldRows& rows) {
                  fragments::take_assignments("h.", "h.fence + 1") + ", h.intent_expire = " + kFairPast +
                  " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0 AND (h.expire_time <= NOW(6) OR"
                  " h.hold_id = ?) AND w.slot IS NULL";
-  // Joining: the head's queue mark raised and the entry written, in one
-  // statement (a two-row upsert whose update keeps the head's hold
-  // columns). An entry joins anew at the back. Its place is SYSDATE(6), read
-  // as its row is written, after the head row's lock was granted (the rows
-  // are written in the order listed): joins serialize on that lock, so the
-  // queue's order is the order in which joins committed, and no entry ever
-  // lands ahead of one already seen queued. (NOW(6), the statement's start,
-  // would let a join that waited for the head's lock land ahead of ones
-  // that got it first.)
-  const auto keep_head = [](const std::string& column, const std::string& value) {
-    return column + " = IF(slot = 0, " + column + ", " + value + ")";
-  };
-  join = "INSERT INTO " + q +
-         " (kind, lock_name, slot, hold_id, owner_id, machine_id, holder_host, holder_pid, watchdog, lease_us,"
-         " bell, acquired_at, intent_id, intent_expire) VALUES (5, ?, 0, 0, 0, '', '', 0, 0, 0, '', " +
-         kFairPast +
-         ", 0, NOW(6) + INTERVAL ? MICROSECOND), (5, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SYSDATE(6), ?, NOW(6) +"
-         " INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE " +
-         keep_head("hold_id", "?") + ", " + keep_head("owner_id", "?") + ", " + keep_head("machine_id", "?") + ", " +
-         keep_head("holder_host", "?") + ", " + keep_head("holder_pid", "?") + ", " + keep_head("watchdog", "?") +
-         ", " + keep_head("lease_us", "?") + ", " + keep_head("bell", "?") + ", " + keep_head("acquired_at", "SYSDATE(6)") +
-         ", " + keep_head("intent_id", "?") +
-         ", intent_expire = IF(slot = 0, GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND), NOW(6) +"
-         " INTERVAL ? MICROSECOND)";
+  join = join_statement(q);
   // A queued waiter looks: the head (waiting for a release's commit) and
   // whether its own entry is still queued.
   look = "SELECT " + fragments::live("h.") +
@@ -53,28 +84,6 @@ FairStatements::FairStatements(const HoldRows& rows) {
          q + " h LEFT JOIN " + q +
          " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = ? AND e.hold_id = ? WHERE h.kind = 5"
          " AND h.lock_name = ? AND h.slot = 0 LOCK IN SHARE MODE";
-  // The hold goes to entry e: the head takes e's hold, e leaves the queue.
-  // `bell`: what the head's bell becomes when granted (e.bell, or, in a
-  // ringing release, the releasing session's next bell where e.bell is the
-  // one it rings: see grant).
-  const auto granting = [](const std::string& when, const std::string& ring, const std::string& bell) {
-    const auto pick = [&](const std::string& column, const std::string& granted) {
-      return "h." + column + " = IF(" + when + ", " + granted + ", h." + column + ")";
-    };
-    return "h.state = IF(" + when + ", 1, 0)" + ring + ", " + pick("fence", "h.fence + 1") + ", " + "h.watchdog = IF(" +
-           when + ", e.watchdog, 0), " + pick("owner_id", "e.owner_id") + ", " + pick("hold_id", "e.hold_id") + ", " +
-           pick("machine_id", "e.machine_id") + ", " + pick("holder_host", "e.holder_host") + ", " +
-           pick("holder_pid", "e.holder_pid") + ", " +
-           // Waiters elsewhere that marked the row wait on its bell: a
-           // grant that keeps the bell keeps their mark (its release
-           // rings them); a free row or a new bell has none. Assigned
-           // before the bell, which it compares.
-           "h.waiters = IF(" + when + " AND e.bell = h.bell, h.waiters, 0), " + pick("bell", bell) + ", " +
-           pick("acquired_at", "NOW(6)") + ", h.expire_time = IF(" + when +
-           ", NOW(6) + INTERVAL e.lease_us MICROSECOND, h.acquired_at), "
-           "e.intent_expire = " +
-           kFairPast;
-  };
   const std::string queue = "UPDATE " + q + " h LEFT JOIN " + first_live + " f ON 1 = 1 LEFT JOIN " + q +
                             " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
   // The release with a queue: granted to the first live entry, else freed

@@ -20,8 +20,8 @@ std::unique_ptr<HoldKind> make_semaphore_kind(const HoldRows& rows);
 // waiters in the database that a release grants to in its own statement.
 std::unique_ptr<HoldKind> make_fair_kind(const HoldRows& rows);
 // The two sides of the read-write lock (get_read_write_lock): the head row
-// carries the write hold and the count of read holds; each read hold is a
-// slot row of its client, counted on the head.
+// carries the write hold and whether a read was taken since the last
+// write; each read hold is a slot row of its client (base/kinds_table.hpp).
 struct ReadWriteKinds {
   std::unique_ptr<HoldKind> write;
   std::unique_ptr<HoldKind> read;

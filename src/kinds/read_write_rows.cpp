@@ -103,8 +103,9 @@ void ReadWriteRows::ensure_head(Engine& e, Connection& c, std::string_view name)
 
 void ReadWriteRows::sweep(Engine& e, Connection& c, const std::string_view* name, Millis kept) {
   const std::int64_t kept_us = micros(kept);
-  const std::string stale = "(kind = 4 OR (kind IN (3, 5) AND slot > 0)) AND expire_time < NOW(6) - INTERVAL ? MICROSECOND"
-                            " AND gmt_modified < NOW(6) - INTERVAL ? MICROSECOND";
+  const std::string stale = swept_rows_sql() +
+                            " AND expire_time < NOW(6) - INTERVAL ? MICROSECOND AND gmt_modified < NOW(6) - INTERVAL ?"
+                            " MICROSECOND";
   std::vector<HeldRow> found;
   e.rows().run(c, "finding stale reader slots", [&] {
     auto& ps = c.prepared("SELECT kind, lock_name, slot FROM " + q + " WHERE " + stale +

@@ -20,7 +20,7 @@ void WorkerThreads::push(std::unique_ptr<Job> job) {
   // A spinning worker will take it; otherwise wake a sleeping one. Notified
   // under the mutex: once the job can have run, its operation can have
   // ended and the client's shutdown can be destroying this queue, so a
-  // poster that is not a worker (a doorbell thread) must be done with it
+  // poster that is not a worker (a bell thread) must be done with it
   // when it lets the mutex go.
   if (!spinning_ && sleeping_ > 0) {
     ++wakeups_;

@@ -5,8 +5,9 @@
 // Why not an io_context (or boost::asio::thread_pool) run by N threads:
 // every post there wakes a sleeping thread, and a worker that sleeps as
 // soon as it runs out of work must be woken for the very next job. On a
-// virtual machine waking an idle thread costs 0.1 ms or more, as much as a
-// statement, and a woken thread competes for the CPU with the database. An
+// virtual machine waking an idle thread can cost as much as a statement
+// (bench/results/HISTORY.md), and a woken thread competes for the CPU with
+// the database. An
 // asynchronous lock is usually followed by its unlock within a fraction of
 // a millisecond, so after a job one worker at a time keeps looking for the
 // next for `spin` (yielding the CPU between looks), and a job posted

@@ -6,19 +6,18 @@
 #include <algorithm>
 #include <map>
 
+#include "base/kinds_table.hpp"
 #include "sql/statement.hpp"
 
 namespace dlock::details {
 
 namespace {
-// Holds: every live row but a fair lock's queue entries and parked election
-// observers (kind 7, sql/election_rows.hpp).
-// Not a fair lock's queue entries, nor the mark rows of writers waiting
-// (kind 3, slot > 0): both are waiters.
-const char* const kLiveHold =
-    " WHERE kind BETWEEN 1 AND 6 AND expire_time > NOW(6) AND NOT (kind IN (3, 5) AND slot > 0)";
+// Holds: the live rows of the kinds that have holds, less their waiters'
+// rows (a fair lock's queue entries, waiting writers' marks); parked
+// election observers are never holds (base/kinds_table.hpp).
+const std::string kLiveHold = " WHERE " + hold_rows_sql() + " AND expire_time > NOW(6)";
 // A fair lock's queue entries, live while their intent runs.
-const char* const kLiveQueueEntry = " WHERE kind = 5 AND slot > 0 AND intent_expire > NOW(6)";
+const std::string kLiveQueueEntry = " WHERE kind = " + kind_sql(Kind::kFair) + " AND slot > 0 AND intent_expire > NOW(6)";
 }  // namespace
 
 std::string ActivityRows::where(const ActivityFilter& f, std::size_t bucket) {

@@ -172,7 +172,7 @@ class Connection {
   // one server only: two servers of a cluster may hand out the same id.
   std::uint64_t server_id() const { return server_id_; }
   // Unique among every connection this process opened (never 0): how the
-  // pool and the holds that took a doorbell on a session name it.
+  // pool and the holds that took a bell on a session name it.
   std::uint64_t session_key() const { return session_key_; }
   // Which server of the settings' list this connection talks to (0 without
   // failover servers). A KILL for a session goes only to its own server.
@@ -195,7 +195,7 @@ class Connection {
   // The pool's error epoch when this connection was last known to be alive
   // (see ConnectionPool).
   std::uint64_t checked_epoch = 0;
-  // This session's own doorbell, taken on its first lock take (see
+  // This session's own bell, taken on its first lock take (see
   // sql/session_bell.hpp). Lives and dies with the session.
   SessionBell bell;
 

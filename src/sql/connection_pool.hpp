@@ -81,7 +81,7 @@ class ConnectionPool {
   // that read must not run on another connection the same fault killed.
   PooledConnection acquire_fresh();
 
-  // Session-bound state (a hold's doorbell, see doorbell.hpp) can only be
+  // Session-bound state (a hold's bell, see session_bell.hpp) can only be
   // given back by the session that took it. These two never wait:
   //
   // The connection with session key `session_key` if it is idle now; nullopt if

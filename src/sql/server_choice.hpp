@@ -2,13 +2,13 @@
 // first, then Options::failover_servers).
 //
 // One ServerChoice is shared by every connection a client opens (its pool,
-// its io thread, its doorbell connections), so they all talk to the same
+// its io thread, its bell connections), so they all talk to the same
 // server: the single-writer setup on a cluster. The choice moves to the next
 // server only when a connection to the current one cannot be opened, and
 // never back on its own: the server left behind may still be up and taking
 // writes (cut off from this client only), and two clients writing through
 // two nodes is the multi-writer setup, which costs certification conflicts
-// and leaves doorbells ringing on one node only.
+// and leaves bells ringing on one node only.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once

@@ -1,5 +1,5 @@
-// A pooled session's own doorbell (fast wake-up of lock waiters in other
-// clients; the protocol is in wakeup/doorbell.hpp, "Session bells").
+// A pooled session's own bell (fast wake-up of lock waiters in other
+// clients; the protocol is in docs/design.md, "Waking waiters elsewhere").
 //
 // A session bell is a user-level lock named "dlock-s:<16 hex digits>:<n>":
 // the hex digits are random per session, so no other session ever asks for

@@ -1,5 +1,7 @@
 #include "wakeup/bell_watcher.hpp"
 
+#include "base/kinds_table.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -371,41 +373,11 @@ BellWatcher::Round BellWatcher::park(Connection& c, Slot& slot, const NameKey& k
 
 void BellWatcher::run(Slot& slot) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto has_work = [&] { return stopping_ || slot.leave || (slot.key.has_value() && !slot.resting); };
   for (;;) {
-    if (slot.resting) {
-      if (!work_.wait_until(lock, slot.rest_until, has_work)) {
-        // Nothing ended the rest: watch again from its place.
-        slot.resting = false;
-        slot.bell.clear();
-      }
-    } else if (!slot.connection) {
-      work_.wait(lock, has_work);
-    } else if (!work_.wait_for(lock, close_idle_after_, has_work)) {
-      // Unused for a while: close it, outside the lock (closing a socket
-      // can block).
-      slot.server_id = 0;
-      std::unique_ptr<Connection> closing = std::move(slot.connection);
-      lock.unlock();
-      closing.reset();
-      lock.lock();
-      continue;
-    }
+    if (!wait_for_work(lock, slot)) continue;
     if (stopping_) return;
     if (slot.leave) {
-      slot.leave = false;
-      slot.rearmed = false;
-      lock.unlock();
-      give_place_back(slot);
-      lock.lock();
-      if (slot.rearmed && !stopping_) {
-        slot.rearmed = false;  // armed again meanwhile: watch again
-        slot.bell.clear();
-        continue;
-      }
-      unassign(slot);
-      if (!stopping_) adopt_queued(slot);
-      work_.notify_all();
+      leave(lock, slot);
       continue;
     }
     if (!slot.key) continue;
@@ -413,67 +385,113 @@ void BellWatcher::run(Slot& slot) {
     slot.blocked = true;
     slot.waiting->store(++slot.waits);
     lock.unlock();
-
-    Round round = Round::kInterrupted;
     bool failed = false;
-    try {
-      // A connection idle for a while may have been closed by the server
-      // (wait_timeout): find out with a ping rather than by losing a wait.
-      if (slot.connection && !slot.connection->broken() &&
-          std::chrono::steady_clock::now() - slot.connection->last_used() > ConnectionPool::kPingAfterIdle)
-        slot.connection->ping();
-      if (slot.connection && slot.connection->broken()) slot.connection.reset();
-      if (!slot.connection) {
-        slot.connection = Connection::open(settings_);
-        std::lock_guard<std::mutex> guard(mutex_);
-        slot.server_id = slot.connection->server_id();
-        slot.server_index = slot.connection->server_index();
-      }
-      round = this->round(*slot.connection, slot, key);
-    } catch (const std::exception& e) {
-      failed = true;
-      logger_->debug("dlock: bell connection for {} {} failed; the poller covers it: {}", kind_name(key.kind),
-                     printable(key.name), e.what());
-      slot.connection.reset();
-      slot.place.clear();  // it went with the session
-    }
-
+    const Round round = watch_once(slot, key, failed);
     lock.lock();
-    slot.blocked = false;
-    slot.waiting->store(0);
-    if (failed) slot.server_id = 0;
-    bool ring_now = false;
-    std::chrono::milliseconds ring_delay{0};
-    slot.rearmed = false;
-    const bool keep = !failed && settle(slot, round, ring_now, ring_delay);
-    if (!keep) {
-      if (!slot.place.empty()) {
-        lock.unlock();
-        give_place_back(slot);
-        lock.lock();
-      }
-      // Armed again while its place went back: a new round, from the back.
-      if (slot.rearmed && !stopping_ && policy(key.kind) != WakePolicy::kEveryone) {
-        slot.rearmed = false;
-        slot.bell.clear();
-      } else {
-        unassign(slot);
-        if (!stopping_) adopt_queued(slot);
-      }
+    after_round(lock, slot, key, round, failed);
+  }
+}
+
+bool BellWatcher::wait_for_work(std::unique_lock<std::mutex>& lock, Slot& slot) {
+  const auto has_work = [&] { return stopping_ || slot.leave || (slot.key.has_value() && !slot.resting); };
+  if (slot.resting) {
+    if (!work_.wait_until(lock, slot.rest_until, has_work)) {
+      // Nothing ended the rest: watch again from its place.
+      slot.resting = false;
+      slot.bell.clear();
     }
-    work_.notify_all();  // the destructor waits for blocked == false
-    if (ring_now && ring_delay.count() > 0) work_.wait_for(lock, ring_delay, [&] { return stopping_; });
-    if (ring_now || failed) {
-      // A failed watch wakes the waiters too: they try the row and arm
-      // again, on a fresh connection. Without the lock: the hook takes the
-      // waiter registry's.
+  } else if (!slot.connection) {
+    work_.wait(lock, has_work);
+  } else if (!work_.wait_for(lock, close_idle_after_, has_work)) {
+    // Unused for a while: close it, outside the lock (closing a socket
+    // can block).
+    slot.server_id = 0;
+    std::unique_ptr<Connection> closing = std::move(slot.connection);
+    lock.unlock();
+    closing.reset();
+    lock.lock();
+    return false;
+  }
+  return true;
+}
+
+void BellWatcher::leave(std::unique_lock<std::mutex>& lock, Slot& slot) {
+  slot.leave = false;
+  slot.rearmed = false;
+  lock.unlock();
+  give_place_back(slot);
+  lock.lock();
+  if (slot.rearmed && !stopping_) {
+    slot.rearmed = false;  // armed again meanwhile: watch again
+    slot.bell.clear();
+    return;
+  }
+  unassign(slot);
+  if (!stopping_) adopt_queued(slot);
+  work_.notify_all();
+}
+
+BellWatcher::Round BellWatcher::watch_once(Slot& slot, const NameKey& key, bool& failed) {
+  try {
+    // A connection idle for a while may have been closed by the server
+    // (wait_timeout): find out with a ping rather than by losing a wait.
+    if (slot.connection && !slot.connection->broken() &&
+        std::chrono::steady_clock::now() - slot.connection->last_used() > ConnectionPool::kPingAfterIdle)
+      slot.connection->ping();
+    if (slot.connection && slot.connection->broken()) slot.connection.reset();
+    if (!slot.connection) {
+      slot.connection = Connection::open(settings_);
+      std::lock_guard<std::mutex> guard(mutex_);
+      slot.server_id = slot.connection->server_id();
+      slot.server_index = slot.connection->server_index();
+    }
+    return round(*slot.connection, slot, key);
+  } catch (const std::exception& e) {
+    failed = true;
+    logger_->debug("dlock: bell connection for {} {} failed; the poller covers it: {}", kind_name(key.kind),
+                   printable(key.name), e.what());
+    slot.connection.reset();
+    slot.place.clear();  // it went with the session
+    return Round::kInterrupted;
+  }
+}
+
+void BellWatcher::after_round(std::unique_lock<std::mutex>& lock, Slot& slot, const NameKey& key, Round round,
+                              bool failed) {
+  slot.blocked = false;
+  slot.waiting->store(0);
+  if (failed) slot.server_id = 0;
+  bool ring_now = false;
+  std::chrono::milliseconds ring_delay{0};
+  slot.rearmed = false;
+  const bool keep = !failed && settle(slot, round, ring_now, ring_delay);
+  if (!keep) {
+    if (!slot.place.empty()) {
       lock.unlock();
-      hooks_.ring(key);
+      give_place_back(slot);
       lock.lock();
     }
-    // Do not hammer a server that refuses connections: pause this slot.
-    if (failed && !stopping_) work_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+    // Armed again while its place went back: a new round, from the back.
+    if (slot.rearmed && !stopping_ && policy(key.kind) != WakePolicy::kEveryone) {
+      slot.rearmed = false;
+      slot.bell.clear();
+    } else {
+      unassign(slot);
+      if (!stopping_) adopt_queued(slot);
+    }
   }
+  work_.notify_all();  // the destructor waits for blocked == false
+  if (ring_now && ring_delay.count() > 0) work_.wait_for(lock, ring_delay, [&] { return stopping_; });
+  if (ring_now || failed) {
+    // A failed watch wakes the waiters too: they try the row and arm
+    // again, on a fresh connection. Without the lock: the hook takes the
+    // waiter registry's.
+    lock.unlock();
+    hooks_.ring(key);
+    lock.lock();
+  }
+  // Do not hammer a server that refuses connections: pause this slot.
+  if (failed && !stopping_) work_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
 }
 
 bool BellWatcher::settle(Slot& slot, Round round, bool& ring_now, std::chrono::milliseconds& ring_delay) {

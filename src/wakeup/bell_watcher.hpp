@@ -188,7 +188,18 @@ class BellWatcher {
   // Empty: every one is watched by another connection already.
   std::string choose_bell(Slot& slot, const NameKey& key, const std::vector<std::string>& bells);
   static std::function<bool()> still_waiting(const Slot& slot);
+  // A slot's thread: waits for work, watches, settles, again.
   void run(Slot& slot);
+  // Under mutex_: waits until the slot has work (or closes its idle
+  // connection: false, look again).
+  bool wait_for_work(std::unique_lock<std::mutex>& lock, Slot& slot);
+  // Under mutex_: the slot's waiters left; gives its place back.
+  void leave(std::unique_lock<std::mutex>& lock, Slot& slot);
+  // Under no lock: one round on the slot's connection (opened if needed);
+  // `failed` when the connection failed.
+  Round watch_once(Slot& slot, const NameKey& key, bool& failed);
+  // Under mutex_: settles the round, rings the waiters if it says so.
+  void after_round(std::unique_lock<std::mutex>& lock, Slot& slot, const NameKey& key, Round round, bool failed);
   // The result of a round, under mutex_. True: keep watching.
   bool settle(Slot& slot, Round round, bool& ring_now, std::chrono::milliseconds& ring_delay);
   void assign(Slot& slot, const NameKey& key, const std::string& bell);  // under mutex_

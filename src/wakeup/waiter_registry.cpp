@@ -86,10 +86,10 @@ namespace {
 // A claimed thread waits for its claim's resolution (the releaser's
 // statement) awake, yielding its core to anything runnable, for about twice
 // as long as resolutions recently took, and blocks after that. Why: a
-// thread that blocked through the releaser's statement takes about 0.1 ms
-// to run again on a VM (bench/results/HISTORY.md), a third of a commit
-// here, and on a hot lock that wake-up is on the critical path of every
-// handoff. When resolutions take longer than kAwakeAtMost (a slow or
+// thread that blocked through the releaser's statement takes a while to
+// run again on a virtual machine (bench/results/HISTORY.md has the
+// figures), a sizeable part of a commit, and on a hot lock that wake-up is
+// on the critical path of every handoff. When resolutions take longer than kAwakeAtMost (a slow or
 // distant server), the wake-up is small beside them: the thread blocks at
 // once rather than burn a core.
 constexpr std::chrono::microseconds kAwakeAtMost{1000};

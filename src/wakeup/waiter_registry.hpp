@@ -23,7 +23,7 @@
 // A waiter stays subscribed until it gives up or succeeds, so a wake that
 // arrives between a failed attempt and the wait is kept as a permit instead
 // of being lost. An asynchronous waiter subscribes before its first attempt
-// in the database; a blocking one (Client::drive) only once that attempt
+// in the database; a blocking one (Engine::drive) only once that attempt
 // was refused, so an uncontended lock never comes here, and it reads
 // wakes() before the attempt and after subscribing: a wake counted in
 // between may have found no subscriber, and it tries again at once.
@@ -166,7 +166,7 @@ class WaiterRegistry {
   // Wakes one waiter of `name`, if any (and tells its watchers).
   void wake_one(NameKeyView key);
   // How many wake_one() and wake_all() calls have begun, over every name.
-  // For a first attempt made before subscribing (Client::drive): a wake
+  // For a first attempt made before subscribing (Engine::drive): a wake
   // that found no subscriber yet was counted before it looked, so reading
   // the count after subscribing tells whether one may have been missed.
   std::uint64_t wakes() const { return wakes_.load(); }

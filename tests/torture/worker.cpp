@@ -813,7 +813,7 @@ int run_worker(const WorkerArgs& args) {
     // Holds handed straight from one local owner to another (the direct
     // handoff path), for the report: the run must exercise it.
     std::uint64_t handoffs = 0;
-    for (auto& c : clients) handoffs += details::ClientAccess::of(*c).handoffs();
+    for (auto& c : clients) handoffs += details::EngineAccess::of(*c).handoffs();
     std::cout << "handoffs " << handoffs << std::endl;
   }
   // The client is gone: every thread it started must be gone too.

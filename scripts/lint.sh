@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# dlock's lint step (run by scripts/test.sh before the build): the shape rules
+# of docs/design.md, "Code layout", checked on the sources as they are.
+#
+#   scripts/lint.sh
+#
+# - no function in src/ or include/ longer than 80 lines (universal-ctags
+#   finds each function's first and last line; it parses C++20, where
+#   pmccabe loses its place at digit separators and lambdas);
+# - no file in src/ longer than 600 lines;
+# - each folder of src/ includes only itself and the folders below it;
+# - cli/ and bench/ include no header of src/ but api/tools.hpp.
+# Prints every breach and exits 1 if there is one.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+max_function_lines=80
+max_file_lines=600
+failed=0
+breach() {
+  echo "lint: $*" >&2
+  failed=1
+}
+
+command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q "Universal Ctags" ||
+  { echo "lint: universal-ctags is missing (scripts/install-deps.sh installs it)" >&2; exit 2; }
+
+# Functions: "<first line> <last line> <file> <name>", one per line.
+while IFS=$'\t' read -r first last file name; do
+  [ -n "$last" ] || continue
+  lines=$((last - first + 1))
+  [ "$lines" -le "$max_function_lines" ] ||
+    breach "$file:$first: $name is $lines lines (at most $max_function_lines)"
+done < <(ctags -x --languages=C++ --map-C++=+.hpp --kinds-C++=f --fields=+ne \
+  --_xformat='%n	%e	%F	%N' -R src include)
+
+while read -r lines file; do
+  [ "$file" = total ] && continue
+  [ "$lines" -le "$max_file_lines" ] || breach "$file is $lines lines (at most $max_file_lines)"
+done < <(find src -name '*.cpp' -o -name '*.hpp' | sort | xargs wc -l)
+
+# The layers, lowest first: a folder may include its own headers and those
+# of the folders listed before it (metrics is a leaf the sql layer counts
+# statements with; prometheus sees the public headers only).
+declare -A allowed=(
+  [base]="base"
+  [metrics]="metrics"
+  [sql]="base metrics sql"
+  [wakeup]="base metrics sql wakeup"
+  [runtime]="base metrics sql runtime"
+  [engine]="base metrics sql wakeup runtime engine"
+  [kinds]="base metrics sql wakeup runtime engine kinds"
+  [api]="base metrics sql wakeup runtime engine kinds api"
+  [prometheus]=""
+)
+for folder in src/*/; do
+  folder="$(basename "$folder")"
+  if [ -z "${allowed[$folder]+set}" ]; then
+    breach "src/$folder is not in the layer table of scripts/lint.sh"
+    continue
+  fi
+  while IFS=: read -r file line include; do
+    target="$(sed -E 's/^#include "([a-z_]+)\/.*/\1/' <<<"$include")"
+    [ "$target" = dlock ] && continue
+    [[ " ${allowed[$folder]} " == *" $target "* ]] ||
+      breach "$file:$line: src/$folder includes $target/ (a higher layer or a sibling)"
+  done < <(grep -rnoE '^#include "[a-z_]+/' "src/$folder" || true)
+done
+
+# The dlock command and the benchmarks use the public API and one internal
+# header, api/tools.hpp (docs/design.md, "Source layout").
+while IFS=: read -r file line include; do
+  [[ "$include" == *'"api/tools.hpp"'* ]] ||
+    breach "$file:$line: $include (cli/ and bench/ include only api/tools.hpp of src/)"
+done < <(grep -rnE '^#include "(base|metrics|sql|wakeup|runtime|engine|kinds|api|prometheus)/' cli bench || true)
+
+[ "$failed" = 0 ] && echo "lint: ok"
+exit "$failed"
