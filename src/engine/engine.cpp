@@ -258,6 +258,30 @@ bool Engine::run_reconciled(std::string_view name, const std::function<bool(Conn
   }
 }
 
+bool Engine::take_reconciled(HoldKind::Taken& t, NameKeyView key, std::uint64_t hold_id, TakeLearns learns,
+                             const std::function<bool(Connection&, const std::string* bell)>& statement) {
+  return run_reconciled(
+      key.name,
+      [&](Connection& c) {
+        // The row records this session's bell (taken on the session's
+        // first take), so waiters elsewhere can block on it.
+        const std::string* bell = options_.fast_wakeup ? take_session_bell(c, logger_) : nullptr;
+        const bool taken = statement(c, bell);
+        t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
+        return taken;
+      },
+      [&](Connection& c) {
+        t.bell_session = 0;  // the session died, and its bell with it
+        const auto row = rows_.find(c, key.kind, key.name, hold_id);
+        if (!row) return Verdict::kRunAgain;
+        if (learns == TakeLearns::kSlotAndFence) {
+          t.slot = row->key.slot;
+          t.fence = row->fence;
+        }
+        return Verdict::kApplied;
+      });
+}
+
 Engine::Verdict Engine::reconcile(std::string_view name, const OutcomeUnknown& cause,
                                   const std::function<Verdict(Connection&)>& decide) {
   logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",

@@ -287,6 +287,16 @@ class Engine {
   // read fails.
   bool run_reconciled(std::string_view name, const std::function<bool(Connection&)>& statement,
                       const std::function<Verdict(Connection&)>& decide);
+  // The take every kind runs, under that rule: `statement` runs the kind's
+  // take on a pooled connection with the session's bell (null: none) and
+  // says whether it took; `t` records the bell's session. On an unknown
+  // outcome the hold is looked for by `hold_id` on a new connection: found,
+  // it was taken (kSlotAndFence: and the row's slot and fence are the
+  // hold's; not so for a read, whose token is the head's); not found, the
+  // take runs again.
+  enum class TakeLearns { kNothing, kSlotAndFence };
+  bool take_reconciled(HoldKind::Taken& t, NameKeyView key, std::uint64_t hold_id, TakeLearns learns,
+                       const std::function<bool(Connection&, const std::string* bell)>& statement);
   // The reading half of that rule, for a statement that died with `cause`
   // on a connection of the caller's own: settles the lost session, then
   // `decide`s on a newly opened connection. Throws BackendError when the

@@ -290,26 +290,17 @@ class FairKind final : public HoldKind {
     const std::string_view name = r.key.name;
     const std::int64_t lease_us = micros(r.lease);
     const auto attempt = [&](const std::string& sql) {
-      return e.run_reconciled(
-          name,
-          [&](Connection& c) {
-            const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
-            const bool changed = e.rows().run(c, "taking a fair lock", [&] {
-              auto& ps = c.prepared(sql);
-              Binder b(ps);
-              if (&sql == &sql_.checked_take) b.text(name);
-              bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-              b.text(name).u64(holder.hold_id);
-              return execute_update(ps);
-            }) > 0;
-            t.bell_session = bell != nullptr && changed ? c.session_key() : 0;
-            return changed;
-          },
-          [&](Connection& c) {
-            t.bell_session = 0;
-            return e.rows().find(c, Kind::kFair, name, holder.hold_id) ? Engine::Verdict::kApplied
-                                                                       : Engine::Verdict::kRunAgain;
-          });
+      return e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+                               [&](Connection& c, const std::string* bell) {
+                                 return e.rows().run(c, "taking a fair lock", [&] {
+                                   auto& ps = c.prepared(sql);
+                                   Binder b(ps);
+                                   if (&sql == &sql_.checked_take) b.text(name);
+                                   bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+                                   b.text(name).u64(holder.hold_id);
+                                   return execute_update(ps);
+                                 }) > 0;
+                               });
     };
     if (!known_.contains(name)) {
       e.read([&](Connection& c) {

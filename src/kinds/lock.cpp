@@ -102,11 +102,9 @@ class LockKind final : public HoldKind {
     const std::string_view name = r.key.name;
     const bool known = known_.contains(name);
     const std::int64_t lease_us = micros(r.lease);
-    std::int64_t changed = 0;
-    const auto statement = [&](Connection& c) {
-      // The row records this session's bell (taken on the session's first
-      // take), so its waiters elsewhere can block on it.
-      const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
+    std::int64_t changed = 0;  // 0 after an unknown outcome
+    t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kSlotAndFence,
+                                [&](Connection& c, const std::string* bell) {
       changed = e.rows().run(c, "taking a lock", [&] {
         auto& ps = c.prepared(known ? take_sql_ : upsert_sql_);
         Binder b(ps);
@@ -120,17 +118,7 @@ class LockKind final : public HoldKind {
         }
         return execute_update(ps);
       });
-      t.bell_session = bell != nullptr && changed > 0 ? c.session_key() : 0;
       return changed > 0;
-    };
-    t.taken = e.run_reconciled(name, statement, [&](Connection& c) {
-      t.bell_session = 0;  // the session died, and its bell with it
-      changed = 0;
-      if (const auto row = e.rows().find(c, traits.kind, name, holder.hold_id)) {
-        t.fence = row->fence;
-        return Engine::Verdict::kApplied;
-      }
-      return Engine::Verdict::kRunAgain;
     });
     if (!known) {
       known_.add(name);  // the upsert leaves a row either way

@@ -86,29 +86,20 @@ class WriteKind final : public HoldKind {
     Taken t;
     const std::int64_t lease_us = micros(r.lease);
     for (int round = 0; round < 2; ++round) {
-      t.taken = e.run_reconciled(
-          r.key.name,
-          [&](Connection& c) {
-            s_->ensure_head(e, c, r.key.name);
-            const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
-            const auto take = [&](const std::string& statement) {
-              return e.rows().run(c, "taking a write lock", [&] {
-                       auto& ps = c.prepared(statement);
-                       Binder b(ps);
-                       bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-                       b.text(r.key.name).u64(holder.hold_id);
-                       return execute_update(ps);
-                     }) > 0;
-            };
-            const bool taken = take(s_->take_write) || take(s_->take_write_past_reads);
-            t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
-            return taken;
-          },
-          [&](Connection& c) {
-            t.bell_session = 0;
-            return e.rows().find(c, Kind::kWrite, r.key.name, holder.hold_id) ? Engine::Verdict::kApplied
-                                                                              : Engine::Verdict::kRunAgain;
-          });
+      t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+                                  [&](Connection& c, const std::string* bell) {
+                                    s_->ensure_head(e, c, r.key.name);
+                                    const auto take = [&](const std::string& statement) {
+                                      return e.rows().run(c, "taking a write lock", [&] {
+                                               auto& ps = c.prepared(statement);
+                                               Binder b(ps);
+                                               bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+                                               b.text(r.key.name).u64(holder.hold_id);
+                                               return execute_update(ps);
+                                             }) > 0;
+                                    };
+                                    return take(s_->take_write) || take(s_->take_write_past_reads);
+                                  });
       if (t.taken) return t;
       // Why: a writer, or live reads.
       const ReadWriteRows::Head head = s_->read_head(e, r.key.name);
@@ -252,44 +243,22 @@ class ReadKind final : public HoldKind {
     // (a downgrade).
     const auto write = e.local_hold(NameKeyView{Kind::kWrite, r.key.name}, r.owner);
     const std::uint64_t write_hold_id = write ? write->hold_id : 0;
-    const std::int64_t lease_us = micros(r.lease);
     Taken t;
     for (int round = 0; round < 2 && !t.taken; ++round) {
       const ReaderSlots::Slot slot = slots_.allocate(r.key.name);
       t.slot = reader_slot(e.client_key(), slot.index);
       bool missing = false;
       try {
-        t.taken = e.run_reconciled(
-            r.key.name,
-            [&](Connection& c) {
-              if (!slot.known) {
-                s_->ensure_head(e, c, r.key.name);
-                ensure_slot(e, c, r.key.name, t.slot);
-                slots_.mark_known(r.key.name, slot.index);
-              }
-              const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
-              const bool taken = e.rows().run(c, "taking a read lock", [&] {
-                auto& ps = c.prepared(s_->take_read);
-                Binder b(ps);
-                b.u64(t.slot);
-                bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-                b.text(r.key.name).u64(holder.hold_id).u64(write_hold_id);
-                return execute_update(ps);
-              }) > 0;
-              t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
-              if (!taken) {
-                // Refused, or the rows are gone (deleted behind the client's
-                // back, or a slot row swept after a long idle): look.
-                missing = !e.rows().read(c, RowKey{Kind::kRead, r.key.name, t.slot}).exists ||
-                          !e.rows().read(c, RowKey{Kind::kWrite, r.key.name, 0}).exists;
-              }
-              return taken;
-            },
-            [&](Connection& c) {
-              t.bell_session = 0;
-              return e.rows().find(c, Kind::kRead, r.key.name, holder.hold_id) ? Engine::Verdict::kApplied
-                                                                               : Engine::Verdict::kRunAgain;
-            });
+        // Not the row's fence: a read's token is the head's.
+        t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+                                    [&](Connection& c, const std::string* bell) {
+                                      if (!slot.known) {
+                                        s_->ensure_head(e, c, r.key.name);
+                                        ensure_slot(e, c, r.key.name, t.slot);
+                                        slots_.mark_known(r.key.name, slot.index);
+                                      }
+                                      return take_read(e, c, r, holder, bell, t.slot, write_hold_id, missing);
+                                    });
       } catch (...) {
         slots_.release(r.key.name, slot.index);
         throw;
@@ -397,6 +366,26 @@ class ReadKind final : public HoldKind {
   }
 
  private:
+  // The read's take on reader slot `slot`; `missing` when refused because
+  // the rows are gone (deleted behind the client's back, or a slot row
+  // swept after a long idle).
+  bool take_read(Engine& e, Connection& c, const AcquireRequest& r, const Holder& holder, const std::string* bell,
+                 std::uint64_t slot, std::uint64_t write_hold_id, bool& missing) {
+    const bool taken = e.rows().run(c, "taking a read lock", [&] {
+      auto& ps = c.prepared(s_->take_read);
+      Binder b(ps);
+      b.u64(slot);
+      bind_hold(b, holder, 1, micros(r.lease), r.watchdog, bell);
+      b.text(r.key.name).u64(holder.hold_id).u64(write_hold_id);
+      return execute_update(ps);
+    }) > 0;
+    if (!taken) {
+      missing = !e.rows().read(c, RowKey{Kind::kRead, r.key.name, slot}).exists ||
+                !e.rows().read(c, RowKey{Kind::kWrite, r.key.name, 0}).exists;
+    }
+    return taken;
+  }
+
   void ensure_slot(Engine& e, Connection& c, std::string_view name, std::uint64_t slot) {
     // The first time this client reads the name: other clients' rows of it
     // left long ago go, then this one's is made.

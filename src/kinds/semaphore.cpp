@@ -71,9 +71,8 @@ class SemaphoreKind final : public HoldKind {
     const std::int64_t lease_us = micros(r.lease);
     for (int round = 0; round < kMaxTakeRounds; ++round) {
       bool raced = false;
-      const auto statement = [&](Connection& c) {
+      const auto statement = [&](Connection& c, const std::string* bell) {
         raced = false;
-        const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
         bool taken = e.rows().run(c, "taking a semaphore permit", [&] {
           auto& ps = c.prepared(take_sql_);
           Binder b(ps);
@@ -96,18 +95,9 @@ class SemaphoreKind final : public HoldKind {
             raced = true;  // another client added that slot first
           }
         }
-        t.bell_session = taken && bell != nullptr ? c.session_key() : 0;
         return taken;
       };
-      t.taken = e.run_reconciled(name, statement, [&](Connection& c) {
-        t.bell_session = 0;  // the session died, and its bell with it
-        if (const auto row = e.rows().find(c, Kind::kSemaphore, name, holder.hold_id)) {
-          t.slot = row->key.slot;
-          t.fence = row->fence;
-          return Engine::Verdict::kApplied;
-        }
-        return Engine::Verdict::kRunAgain;
-      });
+      t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kSlotAndFence, statement);
       if (t.taken || !raced) return t;
     }
     return t;
