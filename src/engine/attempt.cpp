@@ -185,19 +185,8 @@ void Engine::waiting_ended(const NameKey& key, bool acquired) {
 }
 
 AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
-  if (!metrics_) return drive_uncounted(request, interrupted);
-  const auto started = Clock::now();
-  AcquireStep step;
-  try {
-    step = drive_uncounted(request, interrupted);
-  } catch (...) {
-    count_acquire(metric_kind(request.key.kind), started, false, request.single_attempt, false,
-                  std::current_exception());
-    throw;
-  }
-  count_acquire(metric_kind(request.key.kind), started, step.next == AcquireStep::Next::kAcquired,
-                request.single_attempt, interrupted != nullptr && interrupted->load(), nullptr);
-  return step;
+  return counted(metric_kind(request.key.kind), request.single_attempt, interrupted,
+                 [&] { return drive_uncounted(request, interrupted); });
 }
 
 AcquireStep Engine::drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted) {

@@ -349,6 +349,24 @@ class Engine {
   // by cancel or an interrupt; else timed out).
   void count_acquire(MetricKind kind, SteadyTime started, bool acquired, bool single_attempt, bool cancelled,
                      const std::exception_ptr& error) noexcept;
+  // Runs `acquire` (an uncounted blocking driver: its result says whether
+  // it acquired) counted as one acquire call of `kind`.
+  template <class Fn>
+  auto counted(MetricKind kind, bool single_attempt, const std::atomic<bool>* interrupted, Fn&& acquire) {
+    if (!metrics_) return acquire();
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      auto result = acquire();
+      count_acquire(kind, started, acquired(result), single_attempt, interrupted != nullptr && interrupted->load(),
+                    nullptr);
+      return result;
+    } catch (...) {
+      count_acquire(kind, started, false, single_attempt, false, std::current_exception());
+      throw;
+    }
+  }
+  static bool acquired(bool result) { return result; }
+  static bool acquired(const AcquireStep& step) { return step.next == AcquireStep::Next::kAcquired; }
   // While it lives, one more acquire call of its kind waits (a gauge).
   class CountedWait {
    public:

@@ -126,18 +126,8 @@ AcquireStep Engine::set_step(const SetRequest& r) {
 }
 
 bool Engine::acquire_set(const SetRequest& r, const std::atomic<bool>* interrupted) {
-  if (!metrics_) return acquire_set_uncounted(r, interrupted);
-  const auto started = Clock::now();
-  bool acquired = false;
-  try {
-    acquired = acquire_set_uncounted(r, interrupted);
-  } catch (...) {
-    count_acquire(MetricKind::kMultiLock, started, false, r.single_attempt, false, std::current_exception());
-    throw;
-  }
-  count_acquire(MetricKind::kMultiLock, started, acquired, r.single_attempt,
-                interrupted != nullptr && interrupted->load(), nullptr);
-  return acquired;
+  return counted(MetricKind::kMultiLock, r.single_attempt, interrupted,
+                 [&] { return acquire_set_uncounted(r, interrupted); });
 }
 
 bool Engine::acquire_set_uncounted(const SetRequest& r, const std::atomic<bool>* interrupted) {

@@ -42,8 +42,8 @@ Metrics Engine::metrics() const {
   if (!metrics_) return Metrics{};
   Metrics m = metrics_->snapshot();
   const auto held = holds_.live_by_kind();
-  for (const Kind k : {Kind::kLock, Kind::kFair, Kind::kSemaphore, Kind::kRead, Kind::kWrite, Kind::kElection})
-    m.kinds[index(metric_kind(k))].held = held[static_cast<std::size_t>(k)];
+  for (const auto& k : kKinds)
+    if (k.hold_type) m.kinds[index(k.metric)].held = held[static_cast<std::size_t>(k.kind)];
   m.pool_in_use = pool_.in_use_count();
   m.pool_size = pool_.capacity();
   return m;
