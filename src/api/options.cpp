@@ -110,7 +110,7 @@ void apply_parameter(Options& options, const std::string& key, const std::string
   if (key == "table") {
     options.table = value;
   } else if (key == "pool_size") {
-    options.pool_size = static_cast<std::size_t>(parse_number(value, key, 1, 10'000));
+    options.pool_size = static_cast<std::size_t>(parse_number(value, key, 1, 10000));
   } else if (key == "watchdog_timeout_ms") {
     options.watchdog_timeout = parse_millis(value, key);
   } else if (key == "poll_interval_ms") {
