@@ -50,8 +50,8 @@ declare -A allowed=(
   [wakeup]="base metrics sql wakeup"
   [runtime]="base metrics sql runtime"
   [engine]="base metrics sql wakeup runtime engine"
-  [kinds]="base metrics sql wakeup runtime engine kinds"
-  [api]="base metrics sql wakeup runtime engine kinds api"
+  [primitives]="base metrics sql wakeup runtime engine primitives"
+  [api]="base metrics sql wakeup runtime engine primitives api"
   [prometheus]=""
 )
 for folder in src/*/; do
@@ -73,7 +73,7 @@ done
 while IFS=: read -r file line include; do
   [[ "$include" == *'"api/tools.hpp"'* ]] ||
     breach "$file:$line: $include (cli/ and bench/ include only api/tools.hpp of src/)"
-done < <(grep -rnE '^#include "(base|metrics|sql|wakeup|runtime|engine|kinds|api|prometheus)/' cli bench || true)
+done < <(grep -rnE '^#include "(base|metrics|sql|wakeup|runtime|engine|primitives|api|prometheus)/' cli bench || true)
 
 [ "$failed" = 0 ] && echo "lint: ok"
 exit "$failed"

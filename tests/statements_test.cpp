@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "kinds/kinds.hpp"
-#include "kinds/read_write_rows.hpp"
+#include "primitives/kinds.hpp"
+#include "primitives/read_write_lock/read_write_rows.hpp"
 #include "sql/bells.hpp"
 #include "sql/guard_statement.hpp"
 #include "sql/hold_rows.hpp"

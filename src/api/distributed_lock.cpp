@@ -10,7 +10,7 @@
 #include "base/kinds_table.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
-#include "kinds/kinds.hpp"
+#include "primitives/kinds.hpp"
 
 namespace dlock {
 

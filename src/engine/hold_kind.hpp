@@ -5,7 +5,7 @@
 //
 // A kind is an object per client (it may keep per-client state: the
 // semaphore the bounds its waiters ask with, the read-write lock its reader
-// slots). Every kind is in src/kinds/ (kinds.hpp: the lock, the fair lock,
+// slots). Every kind is in src/primitives/ (kinds.hpp: the lock, the fair lock,
 // the semaphore, the two sides of the read-write lock, the election); the
 // rows each one keeps are listed in base/kinds_table.hpp.
 #pragma once

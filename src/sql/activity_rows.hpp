@@ -2,7 +2,7 @@
 // every kind, counted per kind and listed longest held first, and the
 // entries of fair lock queues, each statement's text beside its bindings.
 // A fair lock's queue entries (kind 5, slot > 0) are waiters, not holds:
-// they are live while their intent runs (src/kinds/fair.cpp).
+// they are live while their intent runs (src/primitives/fair_lock/fair.cpp).
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,7 @@
 // `revision`, which every take and every proclaim adds one to.
 //
 // The leadership itself is an ordinary lock-like hold of the row (taken by
-// kinds/lock.cpp with these columns set in the same statement, renewed,
+// primitives/lock/lock.cpp with these columns set in the same statement, renewed,
 // released and lost like any hold). What observers compare is the view's
 // revision: 2 * revision while a leader's lease runs, 2 * revision + 1 once
 // it does not. So the end of a leadership (a release, a lease running out

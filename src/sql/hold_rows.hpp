@@ -1,7 +1,8 @@
 // The statements every kind of hold shares, over the lock table's rows
 // (sql/schema.hpp): one list of hold columns, one way to read a row, to
 // re-enter, release, free, renew and mark a hold. What differs between
-// kinds (how a hold is taken, handed over, polled for) is in src/kinds/,
+// kinds (how a hold is taken, handed over, polled for) is in
+// src/primitives/,
 // built from the fragments below.
 //
 // A hold is live while its row's expire_time is ahead of the server's

@@ -1,6 +1,6 @@
 // The read-write lock's statements and the reads and repairs both of its
-// sides use (kinds/read_write_rows.hpp).
-#include "kinds/read_write_rows.hpp"
+// sides use (primitives/read_write_lock/read_write_rows.hpp).
+#include "primitives/read_write_lock/read_write_rows.hpp"
 
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>

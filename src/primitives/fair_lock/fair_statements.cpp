@@ -1,5 +1,5 @@
-// The fair lock's statements (kinds/fair.cpp says what each one does).
-#include "kinds/fair_statements.hpp"
+// The fair lock's statements (primitives/fair_lock/fair.cpp says what each one does).
+#include "primitives/fair_lock/fair_statements.hpp"
 
 #include "sql/bells.hpp"
 

@@ -1,7 +1,9 @@
-// Which of this client's reader slot rows (kinds/read_write.cpp) are in use.
+// Which of this client's slot rows of a name are in use: the read-write
+// lock's reader slots (primitives/read_write_lock/) and the fair lock's
+// queue entries (primitives/fair_lock/).
 //
-// A client keeps one slot row per read hold it has on a read-write lock
-// name at once, numbered 0, 1, ..., and reuses them from hold to hold: a
+// A client keeps one slot row per hold (or queue entry) it has on a name
+// at once, numbered 0, 1, ..., and reuses them from hold to hold: a
 // read acquire takes the lowest slot not in use here, so a name read by one
 // owner at a time needs one row for the client's whole life. A slot's row
 // is made once (known() tells whether this client has made it); if it was
@@ -27,10 +29,10 @@
 
 namespace dlock::details {
 
-class ReaderSlots {
+class NameSlots {
  public:
   static constexpr std::size_t kCapacity = 1 << 16;
-  explicit ReaderSlots(std::size_t capacity = kCapacity) : capacity_(capacity) {}
+  explicit NameSlots(std::size_t capacity = kCapacity) : capacity_(capacity) {}
 
   struct Slot {
     std::uint32_t index = 0;

@@ -3,7 +3,7 @@
 // it succeeds while the row is free or expired and no other client's
 // waiting mark is live (intent_id: a waiter that cannot be rung goes next).
 // A release, a re-entry and a renewal are the engine's generic statements.
-// Several names are taken together by kinds/lock_set.hpp (a MultiLock).
+// Several names are taken together by primitives/multi_lock/lock_set.hpp (a MultiLock).
 //
 // The election (get_election) is the same hold on its own row (6, name, 0):
 // its take also writes the candidate's value and adds one to the
@@ -20,8 +20,8 @@
 #include "base/known_rows.hpp"
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
-#include "kinds/kinds.hpp"
-#include "kinds/lock_set.hpp"
+#include "primitives/kinds.hpp"
+#include "primitives/multi_lock/lock_set.hpp"
 #include "sql/bells.hpp"
 #include "sql/election_rows.hpp"
 #include "sql/statement.hpp"

@@ -35,9 +35,9 @@
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "engine/engine.hpp"
-#include "kinds/kinds.hpp"
-#include "kinds/read_write_rows.hpp"
-#include "kinds/reader_slots.hpp"
+#include "primitives/kinds.hpp"
+#include "primitives/read_write_lock/read_write_rows.hpp"
+#include "base/name_slots.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
 
@@ -245,7 +245,7 @@ class ReadKind final : public HoldKind {
     const std::uint64_t write_hold_id = write ? write->hold_id : 0;
     Taken t;
     for (int round = 0; round < 2 && !t.taken; ++round) {
-      const ReaderSlots::Slot slot = slots_.allocate(r.key.name);
+      const NameSlots::Slot slot = slots_.allocate(r.key.name);
       t.slot = reader_slot(e.client_key(), slot.index);
       bool missing = false;
       try {
@@ -401,7 +401,7 @@ class ReadKind final : public HoldKind {
 
   std::shared_ptr<ReadWriteRows> s_;
   WriteKind& write_;
-  ReaderSlots slots_;
+  NameSlots slots_;
   std::chrono::steady_clock::time_point next_sweep_{};  // io thread only
 };
 

@@ -43,9 +43,9 @@
 #include "base/printable.hpp"
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
-#include "kinds/fair_statements.hpp"
-#include "kinds/kinds.hpp"
-#include "kinds/reader_slots.hpp"
+#include "primitives/fair_lock/fair_statements.hpp"
+#include "primitives/kinds.hpp"
+#include "base/name_slots.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
 
@@ -321,7 +321,7 @@ class FairKind final : public HoldKind {
   }
 
   Entry join(Engine& e, const AcquireRequest& r, const Holder& holder) {
-    const ReaderSlots::Slot slot = slots_.allocate(r.key.name);
+    const NameSlots::Slot slot = slots_.allocate(r.key.name);
     Entry entry;
     entry.index = slot.index;
     entry.slot = entry_slot(e.client_key(), slot.index);
@@ -552,7 +552,7 @@ class FairKind final : public HoldKind {
   std::unordered_map<const AcquireRequest*, Queued> entries_;  // under mutex_
   std::atomic<std::size_t> queued_count_{0};                   // entries_.size()
   bool short_grants_ = false;                                  // under mutex_
-  ReaderSlots slots_;
+  NameSlots slots_;
   KnownRows known_;
   KnownRows queued_at_release_;
   const FairStatements sql_;

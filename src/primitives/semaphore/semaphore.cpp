@@ -16,7 +16,7 @@
 
 #include "base/micros.hpp"
 #include "engine/engine.hpp"
-#include "kinds/kinds.hpp"
+#include "primitives/kinds.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
 

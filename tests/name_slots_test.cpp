@@ -1,4 +1,4 @@
-// ReaderSlots, no database: the lowest free slot of a name is handed out
+// NameSlots, no database: the lowest free slot of a name is handed out
 // and reused; once more names than its capacity have entries, a name left
 // with no slot in use is dropped (and its rows made sure of again on its
 // next use), so a client reading ever new names does not grow for ever.
@@ -7,13 +7,13 @@
 #include <chrono>
 #include <string>
 
-#include "kinds/reader_slots.hpp"
+#include "base/name_slots.hpp"
 
 namespace dlock::details {
 namespace {
 
-TEST(ReaderSlots, TheLowestFreeSlotIsReusedAndKeepsItsRow) {
-  ReaderSlots slots;
+TEST(NameSlots, TheLowestFreeSlotIsReusedAndKeepsItsRow) {
+  NameSlots slots;
   const auto first = slots.allocate("n");
   EXPECT_EQ(first.index, 0u);
   EXPECT_FALSE(first.known);
@@ -27,8 +27,8 @@ TEST(ReaderSlots, TheLowestFreeSlotIsReusedAndKeepsItsRow) {
   EXPECT_EQ(slots.in_use(), 2u);
 }
 
-TEST(ReaderSlots, ASlotKeptBusyIsNotReusedUntilItsTimeIsOver) {
-  ReaderSlots slots(1);
+TEST(NameSlots, ASlotKeptBusyIsNotReusedUntilItsTimeIsOver) {
+  NameSlots slots(1);
   EXPECT_EQ(slots.allocate("n").index, 0u);
   slots.release("n", 0, std::chrono::hours(1));  // kept taken (unlock_at_least)
   EXPECT_EQ(slots.allocate("n").index, 1u) << "a kept slot was handed out again";
@@ -43,8 +43,8 @@ TEST(ReaderSlots, ASlotKeptBusyIsNotReusedUntilItsTimeIsOver) {
   EXPECT_EQ(slots.allocate("n").index, 1u) << "slot 1, released plainly, is free again";
 }
 
-TEST(ReaderSlots, PastItsCapacityANameWithNoSlotInUseIsDropped) {
-  ReaderSlots slots(2);
+TEST(NameSlots, PastItsCapacityANameWithNoSlotInUseIsDropped) {
+  NameSlots slots(2);
   for (const char* name : {"a", "b"}) {
     (void)slots.allocate(name);
     slots.mark_known(name, 0);

@@ -1,4 +1,4 @@
-#include "kinds/lock_set.hpp"
+#include "primitives/multi_lock/lock_set.hpp"
 
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>

@@ -1,4 +1,4 @@
-// The read-write lock's rows (the rule is in kinds/read_write.cpp): the
+// The read-write lock's rows (the rule is in primitives/read_write_lock/read_write.cpp): the
 // statements both of its sides run, with the reads and repairs they share.
 //
 // Rows: the head (3, name, 0) carries the write hold, whether a read was

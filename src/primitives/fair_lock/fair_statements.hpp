@@ -1,4 +1,4 @@
-// The statements of the fair lock (kinds/fair.cpp), over the one lock
+// The statements of the fair lock (primitives/fair_lock/fair.cpp), over the one lock
 // table: the head (5, name, 0) holds the hold, the entries (5, name,
 // slot > 0) are the queue. Bound by the kind next to where it runs them.
 #pragma once
