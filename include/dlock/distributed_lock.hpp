@@ -77,6 +77,7 @@ namespace dlock {
 
 namespace details {
 class Engine;
+struct Primitives;
 struct SemaphoreAccess;
 struct EngineAccess;  // the library's own tools (src/api/tools.hpp)
 struct AsyncAccess;   // the asynchronous entry points (src/api/async.cpp)
@@ -255,6 +256,7 @@ class DLOCK_API DatabaseDistributedLock {
   std::optional<Millis> remaining_ttl_side(std::string_view name, Side side);
 
   std::unique_ptr<details::Engine> engine_;
+  std::unique_ptr<details::Primitives> primitives_;  // over engine_, which outlives them
 };
 
 }  // namespace dlock

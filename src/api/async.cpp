@@ -9,8 +9,9 @@
 #include "dlock/asio.hpp"
 #include "engine/async_acquire.hpp"
 #include "engine/async_observe.hpp"
-#include "engine/async_set_acquire.hpp"
 #include "engine/engine.hpp"
+#include "primitives/multi_lock/async_set_acquire.hpp"
+#include "primitives/primitives.hpp"
 #include "runtime/worker_threads.hpp"
 
 namespace dlock {
@@ -23,7 +24,7 @@ struct AsyncAccess {
   static const std::string& name(const Semaphore& semaphore) { return semaphore.name_; }
   static std::uint32_t permits(const Semaphore& semaphore) { return semaphore.permits_; }
   static std::uint64_t owner(const Lock& lock) { return lock.owner_ != 0 ? lock.owner_ : current_thread_id(); }
-  static Engine& engine(const MultiLock& set) { return *set.client_->engine_; }
+  static MultiLocks& locks(const MultiLock& set) { return set.client_->primitives_->multi_locks; }
   static std::uint64_t owner(const MultiLock& set) { return set.owner_ != 0 ? set.owner_ : current_thread_id(); }
   static Engine& engine(const Election& election) { return *election.client_->engine_; }
   static const std::string& name(const Election& election) { return election.name_; }
@@ -83,9 +84,10 @@ void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
 // Validates and fixes the request now (`make` throws std::invalid_argument
 // for bad input, delivered through the completion), then starts it with
 // `Driver` (AsyncAcquire, AsyncSetAcquire for a MultiLock, AsyncObserve for
-// an election's observer).
-template <class Driver = AsyncAcquire, class MakeRequest>
-void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
+// an election's observer) on `target` (the engine, or the primitive's
+// object the driver runs over).
+template <class Driver = AsyncAcquire, class Target = Engine, class MakeRequest>
+void start_acquire(Engine& engine, Target& target, std::unique_ptr<AsyncCompletion> completion,
                    std::shared_ptr<CancellationState> cancel, MakeRequest&& make) {
   decltype(make()) request;
   try {
@@ -105,7 +107,7 @@ void start_acquire(Engine& engine, std::unique_ptr<AsyncCompletion> completion,
       cancel->done = true;
     };
   }
-  const std::uint64_t id = Driver::start(engine, std::move(request), std::move(completion), std::move(on_end));
+  const std::uint64_t id = Driver::start(target, std::move(request), std::move(completion), std::move(on_end));
   if (!cancel || id == 0) return;
   std::lock_guard<std::mutex> guard(cancel->mutex);
   if (cancel->done) return;
@@ -142,7 +144,7 @@ void start_release(Engine& engine, std::unique_ptr<AsyncCompletion> completion, 
 void start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
                       std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   Engine& engine = AsyncAccess::engine(lock);
-  start_acquire(engine, std::move(completion), std::move(cancel), [&] {
+  start_acquire(engine, engine, std::move(completion), std::move(cancel), [&] {
     return engine.make_request(AsyncAccess::key(lock), AsyncAccess::owner(lock), lease, wait);
   });
 }
@@ -157,16 +159,16 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
 
 void start_async_lock(const MultiLock& set, std::optional<Millis> lease, std::optional<Millis> wait,
                       std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
-  Engine& engine = AsyncAccess::engine(set);
-  start_acquire<details::AsyncSetAcquire>(engine, std::move(completion), std::move(cancel), [&] {
-    return engine.make_set_request(set.names(), AsyncAccess::owner(set), lease, wait);
+  details::MultiLocks& locks = AsyncAccess::locks(set);
+  start_acquire<details::AsyncSetAcquire>(locks.engine(), locks, std::move(completion), std::move(cancel), [&] {
+    return locks.make_request(set.names(), AsyncAccess::owner(set), lease, wait);
   });
 }
 
 void start_async_unlock(const MultiLock& set, std::unique_ptr<AsyncCompletion> completion) {
-  Engine& engine = AsyncAccess::engine(set);
-  start_release(engine, std::move(completion),
-                [&engine, names = set.names(), owner = AsyncAccess::owner(set)] { engine.release_set(names, owner); });
+  details::MultiLocks& locks = AsyncAccess::locks(set);
+  start_release(locks.engine(), std::move(completion),
+                [&locks, names = set.names(), owner = AsyncAccess::owner(set)] { locks.release(names, owner); });
 }
 
 namespace {
@@ -227,7 +229,7 @@ void start_async_campaign(const Election& election, std::string_view value,
     return;
   }
   auto wrapped = std::make_unique<TermCompletion>(engine, name, owner, std::move(completion));
-  start_acquire(engine, std::move(wrapped), std::move(cancel), [&] {
+  start_acquire(engine, engine, std::move(wrapped), std::move(cancel), [&] {
     details::AcquireRequest r = engine.make_request(key, owner, std::nullopt, std::nullopt);
     if (value.size() > details::kMaxElectionValue)
       throw std::invalid_argument("dlock: an election's value is at most 64 KiB (" + std::to_string(value.size()) +
@@ -240,7 +242,7 @@ void start_async_campaign(const Election& election, std::string_view value,
 void start_async_observe(const Election& election, std::uint64_t after_revision,
                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   Engine& engine = AsyncAccess::engine(election);
-  start_acquire<details::AsyncObserve>(engine, std::move(completion), std::move(cancel), [&] {
+  start_acquire<details::AsyncObserve>(engine, engine, std::move(completion), std::move(cancel), [&] {
     return engine.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election), after_revision,
                                        std::nullopt);
   });
@@ -249,7 +251,7 @@ void start_async_observe(const Election& election, std::uint64_t after_revision,
 void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease, std::optional<Millis> wait,
                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   Engine& engine = AsyncAccess::engine(semaphore);
-  start_acquire(engine, std::move(completion), std::move(cancel), [&] {
+  start_acquire(engine, engine, std::move(completion), std::move(cancel), [&] {
     if (AsyncAccess::permits(semaphore) == 0) throw std::invalid_argument("dlock: a semaphore's permits must be 1..100000");
     return engine.make_request(details::NameKeyView{details::Kind::kSemaphore, AsyncAccess::name(semaphore)},
                                details::new_owner_id(), lease, wait, AsyncAccess::permits(semaphore));

@@ -10,7 +10,7 @@
 #include "base/kinds_table.hpp"
 #include "base/validation.hpp"
 #include "engine/engine.hpp"
-#include "primitives/kinds.hpp"
+#include "primitives/primitives.hpp"
 
 namespace dlock {
 
@@ -18,26 +18,18 @@ namespace {
 // A handle's owner id; 0 means "the calling thread".
 std::uint64_t resolve(std::uint64_t owner) { return owner != 0 ? owner : details::current_thread_id(); }
 
-std::unique_ptr<details::Engine> make_engine(Options options) {
-  auto engine = std::make_unique<details::Engine>(std::move(options));
-  engine->add_kind(details::make_lock_kind(engine->rows()));
-  engine->add_kind(details::make_semaphore_kind(engine->rows()));
-  engine->add_kind(details::make_fair_kind(engine->rows()));
-  engine->add_kind(details::make_election_kind(engine->rows()));
-  auto rw = details::make_read_write_kinds(engine->rows());
-  engine->add_kind(std::move(rw.write));
-  engine->add_kind(std::move(rw.read));
-  engine->start();
-  return engine;
-}
 }  // namespace
 
 Owner Owner::this_thread() noexcept { return Owner(details::current_thread_id()); }
 Owner Owner::create() noexcept { return Owner(details::new_owner_id()); }
 
-DatabaseDistributedLock::DatabaseDistributedLock(Options options) : engine_(make_engine(std::move(options))) {}
+DatabaseDistributedLock::DatabaseDistributedLock(Options options)
+    : engine_(details::make_engine(std::move(options))),
+      primitives_(std::make_unique<details::Primitives>(*engine_)) {}
 
-DatabaseDistributedLock::~DatabaseDistributedLock() = default;
+// The engine goes first: its asynchronous operations, which may use the
+// primitives' objects, end in its destructor.
+DatabaseDistributedLock::~DatabaseDistributedLock() { engine_.reset(); }
 
 void DatabaseDistributedLock::lock(std::string_view name) { acquire_for(name, 0, std::nullopt, std::nullopt); }
 
@@ -136,11 +128,12 @@ MultiLock DatabaseDistributedLock::get_multi_lock(std::vector<std::string> names
 
 bool DatabaseDistributedLock::acquire_set_for(const std::vector<std::string>& names, std::uint64_t owner,
                                               std::optional<Millis> lease, std::optional<Millis> wait) {
-  return engine_->acquire_set(engine_->make_set_request(names, resolve(owner), lease, wait));
+  details::MultiLocks& locks = primitives_->multi_locks;
+  return locks.acquire(locks.make_request(names, resolve(owner), lease, wait));
 }
 
 void DatabaseDistributedLock::release_set_for(const std::vector<std::string>& names, std::uint64_t owner) {
-  engine_->release_set(names, resolve(owner));
+  primitives_->multi_locks.release(names, resolve(owner));
 }
 
 void DatabaseDistributedLock::cancel(Owner owner) { engine_->async().cancel_owner(owner.id()); }

@@ -66,6 +66,24 @@ AcquireStep Engine::attempt_step(const AcquireRequest& r) {
   return wait_step(r.forever, r.deadline, a.ttl_us);
 }
 
+Engine::WatchOnly::WatchOnly(Engine& engine, std::vector<NameKey> keys) : engine_(engine), keys_(std::move(keys)) {
+  std::lock_guard<std::mutex> guard(engine_.watch_only_mutex_);
+  for (const auto& key : keys_) ++engine_.watch_only_[key];
+}
+
+Engine::WatchOnly::~WatchOnly() {
+  std::lock_guard<std::mutex> guard(engine_.watch_only_mutex_);
+  for (const auto& key : keys_) {
+    const auto it = engine_.watch_only_.find(key);
+    if (it != engine_.watch_only_.end() && --it->second == 0) engine_.watch_only_.erase(it);
+  }
+}
+
+bool Engine::watched_only(NameKeyView key) const {
+  std::lock_guard<std::mutex> guard(watch_only_mutex_);
+  return watch_only_.find(key) != watch_only_.end();
+}
+
 void Engine::set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline) {
   forever = !wait.has_value() || *wait >= kForever;
   single_attempt = !forever && *wait <= Millis::zero();

@@ -186,7 +186,7 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
         // Only for a waiter that will take it: a watcher alone (a set's, an
         // observer's) must not keep the name from anyone.
         if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) && waiters_.has_subscriber(key) &&
-             !(k->traits.kind == Kind::kLock && waited_by_a_set(name))))
+             !watched_only(key)))
           want_marks.push_back(key);
       }
     }

@@ -312,6 +312,20 @@ std::mutex& Engine::owner_mutex(Kind serial, std::string_view name, std::uint64_
   return owner_mutexes_[h % owner_mutexes_.size()];
 }
 
+std::vector<std::unique_lock<std::mutex>> Engine::lock_stripes(const std::vector<NameKey>& keys,
+                                                                std::uint64_t owner) {
+  // In one order (by address), so two callers never deadlock.
+  std::vector<std::mutex*> stripes;
+  stripes.reserve(keys.size());
+  for (const auto& key : keys) stripes.push_back(&owner_mutex(kind(key.kind).traits.serial, key.name, owner));
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  std::vector<std::unique_lock<std::mutex>> locked;
+  locked.reserve(stripes.size());
+  for (std::mutex* m : stripes) locked.emplace_back(*m);
+  return locked;
+}
+
 Millis Engine::renew_period() const { return std::max(Millis(1), options_.watchdog_timeout / 3); }
 
 Millis Engine::intent_lease() const { return std::max(Millis(1000), options_.poll_interval * 3); }

@@ -104,41 +104,47 @@ class Engine {
   // NotHeldError (before any SQL) when there is none; never for database
   // trouble (logged: the lease ends it).
   void release(NameKeyView key, std::uint64_t owner, Millis at_least = Millis::zero());
-  // Several plain lock names held together (a MultiLock). `names`: 1..64
-  // validated names, sorted, without duplicates. One hold of each for
-  // `owner`, all or none (a name it holds already is counted up); `lease`
-  // and `wait` as for make_request. While it waits it holds none of them.
-  // Throws LockLostError (a hold of `owner` on one of the names was lost and
-  // is still owed unlock()), BackendError.
-  SetRequest make_set_request(const std::vector<std::string>& names, std::uint64_t owner, std::optional<Millis> lease,
-                              std::optional<Millis> wait) const;
-  // One attempt at the whole set (arming the bells of the holds elsewhere
-  // that block it), and what to do next.
-  AcquireStep set_step(const SetRequest& request);
-  // The blocking driver: true once every name is held.
-  bool acquire_set(const SetRequest& request, const std::atomic<bool>* interrupted = nullptr);
-  // A set's driver stopped waiting (after its watches are gone).
-  void set_waiting_ended(const SetRequest& request, bool acquired);
-  // While it lives, its names count as waited for by a set: the poller
-  // never marks them for this client (a set must not keep a name it cannot
-  // take: a holder elsewhere that wants that name before it lets go of
-  // another of the set's would wait for ever).
-  class SetWaiting {
+  // The engine's side of a release, for a caller that took the hold's
+  // count out of the registry itself (`before`, as it was) under the
+  // owner's stripe: a lost hold's count just goes, a nested one counts down
+  // in the database. True when it was the last count of a live hold: its
+  // row is to be freed (free_rows), its waiting mark is cleared already.
+  bool ends_hold(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before);
+  // Frees the rows of holds whose last count was released (ends_hold), of
+  // kinds whose free is the shared statement (HoldRows::free_all): one
+  // statement per bell session, on that session when it is idle so its
+  // bell rings for waiters elsewhere in the same statement, else anywhere
+  // and the bell rung when the session is idle. A hold found lost is
+  // reported (note_lost); the names' local waiters are woken. Never throws
+  // for database trouble (logged: the leases end the holds).
+  void free_rows(const std::vector<std::pair<NameKey, Hold>>& last);
+  // The owner stripes of `keys` for `owner`, locked in one order, so two
+  // callers locking overlapping keys never deadlock.
+  std::vector<std::unique_lock<std::mutex>> lock_stripes(const std::vector<NameKey>& keys, std::uint64_t owner);
+  // While it lives, this client waits for `keys` only as a watcher that
+  // must not keep them from anyone (a multi-lock's names: a holder
+  // elsewhere that wants one of them before it lets go of another would
+  // wait for ever): the poller marks none of them for it.
+  class WatchOnly {
    public:
-    SetWaiting(Engine& engine, const std::vector<std::string>& names);
-    ~SetWaiting();
-    SetWaiting(const SetWaiting&) = delete;
-    SetWaiting& operator=(const SetWaiting&) = delete;
+    WatchOnly(Engine& engine, std::vector<NameKey> keys);
+    ~WatchOnly();
+    WatchOnly(const WatchOnly&) = delete;
+    WatchOnly& operator=(const WatchOnly&) = delete;
 
    private:
     Engine& engine_;
-    const std::vector<std::string> names_;
+    const std::vector<NameKey> keys_;
   };
-  // Releases one hold of each name; the holds that end are freed in one
-  // statement (ringing for waiters elsewhere). NotHeldError, before any
-  // SQL and releasing nothing, when `owner` lacks one; never throws for
-  // database trouble.
-  void release_set(const std::vector<std::string>& names, std::uint64_t owner);
+  // The wait rule of every request: `wait` as given (nullopt or about a
+  // century: forever; <= 0: one attempt), and the step after a refusal
+  // whose blocking holds end within `ttl_us` (kGaveUp past the deadline).
+  static void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline);
+  static AcquireStep wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us);
+  // Throws LockLostError for `key`'s hold, counted lost and still owed unlock().
+  [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
+  // The bell watcher (null without fast wake-up).
+  BellWatcher* bells() const { return bells_.get(); }
   // ---- elections (elections.cpp): holds of Kind::kElection
   //
   // The term of `request.owner`'s leadership: one it has already (no count
@@ -438,14 +444,7 @@ class Engine {
   Attempt attempt(HoldKind& k, const AcquireRequest& r);
   // drive() without the counting.
   AcquireStep drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted);
-  bool acquire_set_uncounted(const SetRequest& request, const std::atomic<bool>* interrupted);
   bool reenter(HoldKind& k, const AcquireRequest& r, const Hold& local);
-  // The wait rule of every request: `wait` as given (nullopt or about a
-  // century: forever; <= 0: one attempt), and the step after a refusal
-  // whose blocking holds end within `ttl_us` (kGaveUp past the deadline).
-  static void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline);
-  static AcquireStep wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us);
-  [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
   enum class Handoff { kHanded, kLost, kDeclined };
   void claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim);
   Handoff hand_over(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before,
@@ -453,17 +452,10 @@ class Engine {
   bool free_row(HoldKind& k, const RowKey& row, const Hold& before, std::int64_t at_least_us);
   // One count down of a nested hold (release).
   void count_down(NameKeyView key, std::uint64_t owner, const Hold& before);
-  // Sets of names (lock_sets.cpp).
-  struct SetAttempt {
-    bool acquired = false;
-    std::int64_t ttl_us = 0;
-    std::vector<std::string> foreign;
-  };
-  SetAttempt attempt_set(const std::vector<std::string>& names, std::uint64_t owner, bool watchdog, Millis lease);
-  std::vector<std::unique_lock<std::mutex>> lock_set_stripes(const std::vector<std::string>& names, std::uint64_t owner);
-  void free_set(const std::vector<std::pair<std::string, Hold>>& last);
-  void report_set_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent);
-  bool waited_by_a_set(std::string_view name) const;
+  // free_rows for the holds of one bell session; which of them it freed.
+  std::size_t free_on_session(std::uint64_t session, const std::vector<HeldRow>& rows, bool& rang);
+  void report_row_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent);
+  bool watched_only(NameKeyView key) const;
   void rang_for_waiters_elsewhere(NameKeyView key);
   void ring_when_idle(std::uint64_t session);
   void restamp_after_ring(Connection& c, const std::string& rung);
@@ -545,8 +537,8 @@ class Engine {
   // renewal of a mark cannot land after the unmark of a waiter that stopped
   // waiting meanwhile.
   std::mutex intent_statements_mutex_;
-  mutable std::mutex set_waits_mutex_;
-  StringMap<unsigned> set_waits_;  // plain lock names waited for by sets, and by how many
+  mutable std::mutex watch_only_mutex_;
+  NameKeyMap<unsigned> watch_only_;  // keys waited for by WatchOnly watchers, and by how many
   // Elections this client's observers found without a leader: the view
   // revision and when it was first seen (elections.cpp, leaderless_for).
   std::mutex leaderless_mutex_;

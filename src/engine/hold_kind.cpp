@@ -38,8 +38,4 @@ std::size_t HoldKind::force(Engine& e, Connection& c, std::string_view name) {
   return e.rows().force(c, traits.kind, name);
 }
 
-HoldKind::SetTaken HoldKind::take_set(Engine&, const std::vector<SetMember>&, const Holder&, std::int64_t, bool) {
-  throw std::logic_error(std::string("dlock: ") + kind_name(traits.kind) + " holds are not taken in sets");
-}
-
 }  // namespace dlock::details

@@ -136,30 +136,6 @@ class HoldKind {
   // failed), whichever driver ran it: what it left in the database for its
   // wait goes (traits.queues: its queue entry).
   virtual void request_ended(Engine&, const AcquireRequest&, bool /*acquired*/) {}
-  // ---- several names of this kind taken together (a MultiLock: the lock)
-  struct SetMember {
-    std::string name;
-    std::uint64_t hold_id = 0;  // the owner's live hold to count up; 0: a fresh hold
-    unsigned count = 0;         // a counted-up hold's new count
-  };
-  struct SetTaken {
-    bool taken = false;
-    std::uint64_t bell_session = 0;  // the session whose bell the fresh holds' rows record
-    // Refused: the first blocking hold (or waiting mark) ends within this
-    // (0: look again at once), and the names a hold of another client
-    // blocks (watch their bells).
-    std::int64_t ttl_us = 0;
-    std::vector<std::string> foreign;
-    // A counted-up hold found lost (nothing was taken).
-    std::optional<std::string> lost;
-  };
-  // Takes every member, or none, in one transaction: the fresh ones for
-  // `holder` (each row gets holder.hold_id), the others counted up;
-  // `members` is sorted by name, so two sets lock their rows in one order.
-  // Reconciles an unknown outcome. Throws BackendError; a kind without
-  // sets throws std::logic_error.
-  virtual SetTaken take_set(Engine&, const std::vector<SetMember>& members, const Holder& holder,
-                            std::int64_t lease_us, bool watchdog);
 
   // Any owner holds `name` (one read); the longest lease left on it.
   virtual bool is_locked(Engine&, std::string_view name) = 0;

@@ -2,6 +2,8 @@
 // freed (ringing for waiters elsewhere); force-unlock.
 #include <spdlog/spdlog.h>
 
+#include <map>
+
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/validation.hpp"
@@ -28,17 +30,8 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
     throw NotHeldError(std::string("dlock: unlock of ") + kind_name(key.kind) + " \"" + printable(key.name) +
                        "\" by an owner (" + std::to_string(owner) + ") that holds no hold on it in this client");
   }
-  if (before->lost) {
-    logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(key.name), before->count - 1);
-    if (before->count == 1) k.dropped(key.name, before->slot);
-    return;
-  }
   CallBudget budget(options_.io_timeout);
-  if (before->count > 1) {
-    count_down(key, owner, *before);
-    return;
-  }
-  clear_mark_before_release(key);
+  if (!ends_hold(k, key, owner, *before)) return;
   const RowKey row{key.kind, std::string(key.name), before->slot};
   const std::int64_t at_least_us = micros(at_least);
   if (at_least_us == 0 && k.traits.hands_over) claim_for_handoff(key, before->chain_started, claim);
@@ -72,6 +65,20 @@ void Engine::release(NameKeyView key, std::uint64_t owner, Millis at_least) {
   if (logger_->should_log(spdlog::level::debug))
     logger_->debug("dlock: {} {} released by {}/{}", kind_name(key.kind), printable(key.name), machine_id_, owner);
   if (!claim.waiter) k.wake(waiters_, key.name);  // else the claim's resolution is the wake
+}
+
+bool Engine::ends_hold(HoldKind& k, NameKeyView key, std::uint64_t owner, const Hold& before) {
+  if (before.lost) {
+    logger_->debug("dlock: unlock of lost hold {} (count {} left)", printable(key.name), before.count - 1);
+    if (before.count == 1) k.dropped(key.name, before.slot);
+    return false;
+  }
+  if (before.count > 1) {
+    count_down(key, owner, before);
+    return false;
+  }
+  clear_mark_before_release(key);
+  return true;
 }
 
 void Engine::count_down(NameKeyView key, std::uint64_t owner, const Hold& before) {
@@ -292,6 +299,99 @@ void Engine::free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id)
   } catch (const BackendError& e) {
     logger_->warn("dlock: could not free {} {} after finding its hold lost; it expires with its lease: {}",
                   kind_name(row.kind), printable(row.name), e.what());
+  }
+}
+
+void Engine::free_rows(const std::vector<std::pair<NameKey, Hold>>& last) {
+  // One statement per bell session (holds taken together share one).
+  std::map<std::uint64_t, std::vector<std::size_t>> by_session;
+  for (std::size_t i = 0; i < last.size(); ++i) by_session[last[i].second.bell_session].push_back(i);
+  for (const auto& [session, members] : by_session) {
+    std::vector<HeldRow> rows;
+    std::vector<Hold> holds;
+    for (std::size_t i : members) {
+      const auto& [key, hold] = last[i];
+      rows.push_back(HeldRow{RowKey{key.kind, key.name, hold.slot}, hold.hold_id});
+      holds.push_back(hold);
+    }
+    const auto sent = Clock::now();
+    bool rang = false;
+    std::size_t freed = 0;
+    try {
+      freed = free_on_session(session, rows, rang);
+    } catch (const BackendError& e) {
+      logger_->error("dlock: could not release {} hold(s) (first {} {}); they stay taken until their leases end: {}",
+                     rows.size(), kind_name(rows.front().key.kind), printable(rows.front().key.name), e.what());
+      continue;
+    }
+    if (freed < rows.size()) report_row_losses(rows, holds, sent);
+    for (const auto& row : rows) {
+      const NameKeyView key{row.key.kind, row.key.name};
+      if (rang) rang_for_waiters_elsewhere(key);
+      kind(row.key.kind).wake(waiters_, row.key.name);
+    }
+  }
+}
+
+std::size_t Engine::free_on_session(std::uint64_t session, const std::vector<HeldRow>& rows, bool& rang) {
+  const std::string& first = rows.front().key.name;
+  // Whether the release applied, when its connection died: no hold still
+  // counted.
+  const auto gone = [&](Connection& c) {
+    for (const auto& row : rows_.read_holds(c, rows))
+      if (row.state > 0) return Verdict::kRunAgain;
+    return Verdict::kApplied;
+  };
+  if (session != 0) {
+    // Ringing the bell the rows record wakes their waiters elsewhere, in
+    // the same statement; never wait for that session.
+    if (auto c = pool_.try_acquire_session(session); c && !(*c)->bell.current().empty()) {
+      const std::string rung = (*c)->bell.current();
+      try {
+        const std::size_t freed = rows_.free_all(**c, rows, true);
+        rang = freed > 0;  // rung, or the session closes (some rows were lost): its bell is given back
+        if (freed == rows.size()) restamp_after_ring(**c, rung);
+        return freed;
+      } catch (const OutcomeUnknown& lost) {
+        // The session and its bell are gone (a bell rings as its session
+        // ends); whether the rows were freed, a read says. Not all: they
+        // are freed anywhere below.
+        c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
+        if (reconcile(first, lost, gone) == Verdict::kApplied) return rows.size();
+      }
+    }
+  }
+  std::size_t freed = 0;
+  run_reconciled(first, [&](Connection& c) {
+    freed = rows_.free_all(c, rows);
+    return freed > 0;
+  }, gone);
+  if (session != 0 && freed > 0) {
+    ring_when_idle(session);
+    rang = true;
+  }
+  return freed;
+}
+
+void Engine::report_row_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent) {
+  // Some of the holds were no longer live when the release ran: those whose
+  // row another hold took *before* it are reported, told by the new hold's
+  // age, which then exceeds the time since the release was sent (a row the
+  // release freed may have been taken again since, by a hold younger than
+  // that). One freed by a force-unlock looks like one freed here; the
+  // watchdog reports those at its next renewal.
+  try {
+    read([&](Connection& c) {
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const HoldRow now = rows_.read(c, rows[i].key);
+        const auto since_sent = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count();
+        if (now.live && now.hold_id != rows[i].hold_id && now.held_for_us && *now.held_for_us > since_sent)
+          note_lost(NameKeyView{rows[i].key.kind, rows[i].key.name}, holds[i], "found already lost at unlock", true);
+      }
+      return 0;
+    });
+  } catch (const BackendError& e) {
+    logger_->warn("dlock: could not tell which of {} released holds were lost: {}", rows.size(), e.what());
   }
 }
 

@@ -31,19 +31,6 @@ struct AcquireRequest {
   std::string value;  // an election's: what its take proclaims
 };
 
-// Several plain lock names acquired together (a MultiLock): one attempt
-// takes all or none (Engine::set_step); the drivers wait for a wake of any
-// name (Engine::acquire_set, AsyncSetAcquire).
-struct SetRequest {
-  std::vector<std::string> names;  // sorted, without duplicates, validated, 1..64
-  std::uint64_t owner = 0;
-  Millis lease{0};
-  bool watchdog = true;
-  bool single_attempt = false;
-  bool forever = false;
-  std::chrono::steady_clock::time_point deadline{};
-};
-
 struct AcquireStep {
   enum class Next {
     kAcquired,  // the owner holds it

@@ -3,7 +3,7 @@
 // it succeeds while the row is free or expired and no other client's
 // waiting mark is live (intent_id: a waiter that cannot be rung goes next).
 // A release, a re-entry and a renewal are the engine's generic statements.
-// Several names are taken together by primitives/multi_lock/lock_set.hpp (a MultiLock).
+// Several names are taken together by the multi-lock (primitives/multi_lock/).
 //
 // The election (get_election) is the same hold on its own row (6, name, 0):
 // its take also writes the candidate's value and adds one to the
@@ -21,7 +21,6 @@
 #include "base/string_map.hpp"
 #include "engine/engine.hpp"
 #include "primitives/kinds.hpp"
-#include "primitives/multi_lock/lock_set.hpp"
 #include "sql/bells.hpp"
 #include "sql/election_rows.hpp"
 #include "sql/statement.hpp"
@@ -50,7 +49,7 @@ HoldKind::Traits lock_traits(Kind kind) {
 class LockKind final : public HoldKind {
  public:
   LockKind(const HoldRows& rows, Kind kind)
-      : HoldKind(lock_traits(kind)), election_(kind == Kind::kElection), elections_(rows), set_(rows) {
+      : HoldKind(lock_traits(kind)), election_(kind == Kind::kElection), elections_(rows) {
     const std::string& q = rows.quoted();
     const std::string k = std::to_string(static_cast<int>(kind));
     const std::string where = " WHERE kind = " + k + " AND lock_name = ? AND slot = 0";
@@ -225,12 +224,6 @@ class LockKind final : public HoldKind {
     return retaken;
   }
 
-  SetTaken take_set(Engine& e, const std::vector<SetMember>& members, const Holder& holder, std::int64_t lease_us,
-                    bool watchdog) override {
-    if (election_) return HoldKind::take_set(e, members, holder, lease_us, watchdog);  // no sets of elections
-    return set_.take(e, known_, members, holder, lease_us, watchdog);
-  }
-
   bool is_locked(Engine& e, std::string_view name) override { return row(e, traits.kind, name).live; }
 
   std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
@@ -276,7 +269,6 @@ class LockKind final : public HoldKind {
   const bool election_;
   KnownRows known_;
   const ElectionRows elections_;
-  LockSet set_;
   std::string take_sql_;
   std::string upsert_sql_;
   std::string hand_over_sql_;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "base/kinds_table.hpp"
+
 #include "engine/engine.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
@@ -24,20 +26,21 @@ void bind_names(Binder& b, const std::vector<std::string>& names) {
 
 LockSet::LockSet(const HoldRows& rows) : quoted_(rows.quoted()) {
   const std::string& q = quoted_;
+  const std::string lock_rows = " WHERE kind = " + kind_sql(Kind::kLock) + " AND slot = 0 AND lock_name IN ";
   // Each fresh row is taken as the lock's own take would (the same
   // assignments and the same rule: free or expired, or already carrying
   // this hold id after an unknown outcome; no other client's mark live).
   take_sql_ = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") +
-              ", intent_id = IF(intent_id = ?, 0, intent_id) WHERE kind = 1 AND slot = 0 AND lock_name IN ";
+              ", intent_id = IF(intent_id = ?, 0, intent_id)" + lock_rows;
   look_sql_ = "SELECT lock_name, " + fragments::live() + ", TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), hold_id, " +
               "IF(intent_expire > NOW(6) AND intent_id <> ?, TIMESTAMPDIFF(MICROSECOND, NOW(6), intent_expire), 0) FROM " +
-              q + " WHERE kind = 1 AND slot = 0 AND lock_name IN ";
+              q + lock_rows;
 }
 
-void LockSet::make_rows(Engine& e, KnownRows& known, const std::vector<std::string>& names) const {
+void LockSet::make_rows(Engine& e, const std::vector<std::string>& names) {
   std::vector<std::string> missing;
   for (const auto& n : names)
-    if (!known.contains(n)) missing.push_back(n);
+    if (!known_.contains(n)) missing.push_back(n);
   if (missing.empty()) return;
   // One idempotent statement (an existing row is left as it is; a row made
   // here is free, its lease in the past by the columns' defaults): safe to
@@ -48,7 +51,7 @@ void LockSet::make_rows(Engine& e, KnownRows& known, const std::vector<std::stri
                             [&] {
                               std::string v;
                               for (std::size_t i = 0; i < in_list_bucket(missing.size()); ++i)
-                                v += i == 0 ? "(1, ?, 0)" : ", (1, ?, 0)";
+                                v += (i == 0 ? "(" : ", (") + kind_sql(Kind::kLock) + ", ?, 0)";
                               return v;
                             }() +
                             " ON DUPLICATE KEY UPDATE slot = slot");
@@ -59,12 +62,12 @@ void LockSet::make_rows(Engine& e, KnownRows& known, const std::vector<std::stri
     return true;
   };
   e.run_reconciled(missing.front(), statement, [](Connection&) { return Engine::Verdict::kRunAgain; });
-  for (const auto& n : missing) known.add(n);
+  for (const auto& n : missing) known_.add(n);
 }
 
 bool LockSet::run(Engine& e, Connection& c, const std::vector<std::string>& fresh,
-                  const std::vector<HoldKind::SetMember>& again, const Holder& holder, std::int64_t lease_us,
-                  bool watchdog, const std::string* bell, std::optional<std::string>& lost) const {
+                  const std::vector<Member>& again, const Holder& holder, std::int64_t lease_us, bool watchdog,
+                  const std::string* bell, std::optional<std::string>& lost) const {
   // A deadlock or lock wait timeout rolls the whole transaction back; the
   // retry rule of run() runs it again from its start.
   return e.rows().run(c, "taking a set of locks", [&]() -> std::int64_t {
@@ -102,10 +105,10 @@ bool LockSet::run(Engine& e, Connection& c, const std::vector<std::string>& fres
          }) > 0;
 }
 
-HoldKind::SetTaken LockSet::take(Engine& e, KnownRows& known, const std::vector<HoldKind::SetMember>& members,
-                                 const Holder& holder, std::int64_t lease_us, bool watchdog) const {
+LockSet::Taken LockSet::take(Engine& e, const std::vector<Member>& members, const Holder& holder,
+                             std::int64_t lease_us, bool watchdog) {
   std::vector<std::string> fresh;
-  std::vector<HoldKind::SetMember> again;
+  std::vector<Member> again;
   for (const auto& m : members) {
     if (m.hold_id == 0) {
       fresh.push_back(m.name);
@@ -113,8 +116,8 @@ HoldKind::SetTaken LockSet::take(Engine& e, KnownRows& known, const std::vector<
       again.push_back(m);
     }
   }
-  make_rows(e, known, fresh);
-  HoldKind::SetTaken t;
+  make_rows(e, fresh);
+  Taken t;
   const auto statement = [&](Connection& c) {
     const std::string* bell = e.fast_wakeup() && !fresh.empty() ? take_session_bell(c, e.logger()) : nullptr;
     const bool taken = run(e, c, fresh, again, holder, lease_us, watchdog, bell, t.lost);
@@ -130,11 +133,11 @@ HoldKind::SetTaken LockSet::take(Engine& e, KnownRows& known, const std::vector<
       return Engine::Verdict::kApplied;
     return Engine::Verdict::kRunAgain;
   });
-  if (!t.taken && !t.lost && !fresh.empty()) look(e, fresh, t, known);
+  if (!t.taken && !t.lost && !fresh.empty()) look(e, fresh, t);
   return t;
 }
 
-void LockSet::look(Engine& e, const std::vector<std::string>& fresh, HoldKind::SetTaken& t, KnownRows& known) const {
+void LockSet::look(Engine& e, const std::vector<std::string>& fresh, Taken& t) {
   std::vector<std::string> seen;
   std::int64_t first_end = -1;
   const auto ends_in = [&](std::int64_t us) { first_end = first_end < 0 ? us : std::min(first_end, us); };
@@ -163,7 +166,7 @@ void LockSet::look(Engine& e, const std::vector<std::string>& fresh, HoldKind::S
   });
   // A row deleted behind this client's back is made again next time.
   for (const auto& n : fresh)
-    if (std::find(seen.begin(), seen.end(), n) == seen.end()) known.forget(n);
+    if (std::find(seen.begin(), seen.end(), n) == seen.end()) known_.forget(n);
   t.ttl_us = std::max<std::int64_t>(0, first_end);
 }
 

@@ -1,28 +1,28 @@
-#include "engine/async_set_acquire.hpp"
+#include "primitives/multi_lock/async_set_acquire.hpp"
 
 #include <spdlog/spdlog.h>
 
 namespace dlock::details {
 
-std::uint64_t AsyncSetAcquire::start(Engine& engine, SetRequest request,
+std::uint64_t AsyncSetAcquire::start(MultiLocks& locks, SetRequest request,
                                      std::unique_ptr<asio_impl::AsyncCompletion> completion,
                                      std::function<void()> on_end) {
-  std::vector<NameKey> keys;
-  for (const auto& n : request.names) keys.emplace_back(Kind::kLock, n);
+  const std::vector<NameKey> keys = MultiLocks::keys(request.names);
   const bool waits = !request.single_attempt;
   const std::uint64_t owner = request.owner;
-  auto op = std::make_shared<AsyncSetAcquire>(engine, std::move(request), std::move(completion), std::move(on_end));
+  auto op = std::make_shared<AsyncSetAcquire>(locks, std::move(request), std::move(completion), std::move(on_end));
   return WatchedOperation::start(op, owner, waits, keys);
 }
 
-AsyncSetAcquire::AsyncSetAcquire(Engine& engine, SetRequest request,
+AsyncSetAcquire::AsyncSetAcquire(MultiLocks& locks, SetRequest request,
                                  std::unique_ptr<asio_impl::AsyncCompletion> completion, std::function<void()> on_end)
-    : WatchedOperation(engine, std::move(completion), std::move(on_end),
+    : WatchedOperation(locks.engine(), std::move(completion), std::move(on_end),
                        "dlock: the wait was cancelled before the locks were acquired"),
+      locks_(locks),
       request_(std::move(request)) {}
 
 WatchedOperation::Outcome AsyncSetAcquire::run_step() {
-  const AcquireStep next = engine_.set_step(request_);
+  const AcquireStep next = locks_.step(request_);
   Outcome o;
   o.wait = next.next == AcquireStep::Next::kWait;
   o.wait_for = next.wait;
@@ -34,12 +34,12 @@ WatchedOperation::Outcome AsyncSetAcquire::run_step() {
 
 void AsyncSetAcquire::wait_ran_out() noexcept { engine_.timed_wait_ended(request_.forever, request_.deadline); }
 
-void AsyncSetAcquire::waiting_started() { waiting_.emplace(engine_, request_.names); }
+void AsyncSetAcquire::waiting_started() { watching_.emplace(engine_, MultiLocks::keys(request_.names)); }
 
 void AsyncSetAcquire::waiting_ended(std::uint64_t value) {
-  waiting_.reset();
+  watching_.reset();
   try {
-    engine_.set_waiting_ended(request_, value != 0);
+    locks_.waiting_ended(request_, value != 0);
   } catch (const std::exception& e) {
     engine_.logger()->debug("dlock: ending a wait: {}", e.what());
   }
