@@ -80,8 +80,9 @@ int leader_command(const Options& options, const std::string& name, bool json, b
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   DatabaseDistributedLock client(options);
-  details::Engine& engine = details::EngineAccess::of(client);
-  const details::NameKey key(details::Kind::kElection, name);
+  details::Elections& elections = details::EngineAccess::elections(client);
+  details::Engine& engine = elections.engine();
+  const details::NameKey key = details::Elections::key(name);
   std::atomic<bool> stopped{false};
   std::atomic<int> signal_number{0};
   std::thread signals([&] {
@@ -100,9 +101,9 @@ int leader_command(const Options& options, const std::string& name, bool json, b
     LeaderView view = election.leader();
     std::cout << describe(client, name, view, json) << std::endl;
     while (!stopped) {
-      // The engine's observer wait, which the signal thread can end.
-      const auto request = engine.make_observe_request(name, Owner::this_thread().id(), view.revision, std::nullopt);
-      if (engine.observe(request, &stopped)) {
+      // The library's observer wait, which the signal thread can end.
+      const auto request = elections.make_observe_request(name, Owner::this_thread().id(), view.revision, std::nullopt);
+      if (elections.observe(request, &stopped)) {
         view = election.leader();
         std::cout << describe(client, name, view, json) << std::endl;
       }

@@ -314,6 +314,7 @@ class Held {
  public:
   Held(DatabaseDistributedLock& client, const Options& options, const RunArgs& args)
       : engine_(details::EngineAccess::of(client)),
+        elections_(details::EngineAccess::elections(client)),
         options_(options),
         args_(args),
         semaphore_(args.permits != 0 ? std::optional<Semaphore>(client.get_semaphore(args.name, args.permits))
@@ -333,7 +334,7 @@ class Held {
       details::AcquireRequest request =
           engine_.make_request(key(), Owner::this_thread().id(), std::nullopt, args_.wait);
       request.value = args_.value;
-      const auto term = engine_.campaign(request, once ? nullptr : &interrupted);
+      const auto term = elections_.campaign(request, once ? nullptr : &interrupted);
       term_ = term.value_or(0);
       return term.has_value();
     }
@@ -438,6 +439,7 @@ class Held {
     return details::key_of(args_.side, args_.name);
   }
   details::Engine& engine_;
+  details::Elections& elections_;
   const Options& options_;
   const RunArgs& args_;
   std::optional<Semaphore> semaphore_;

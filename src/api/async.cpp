@@ -8,8 +8,8 @@
 #include "base/kinds_table.hpp"
 #include "dlock/asio.hpp"
 #include "engine/async_acquire.hpp"
-#include "engine/async_observe.hpp"
 #include "engine/engine.hpp"
+#include "primitives/election/async_observe.hpp"
 #include "primitives/multi_lock/async_set_acquire.hpp"
 #include "primitives/primitives.hpp"
 #include "runtime/worker_threads.hpp"
@@ -27,6 +27,7 @@ struct AsyncAccess {
   static MultiLocks& locks(const MultiLock& set) { return set.client_->primitives_->multi_locks; }
   static std::uint64_t owner(const MultiLock& set) { return set.owner_ != 0 ? set.owner_ : current_thread_id(); }
   static Engine& engine(const Election& election) { return *election.client_->engine_; }
+  static Elections& elections(const Election& election) { return election.client_->primitives_->elections; }
   static const std::string& name(const Election& election) { return election.name_; }
   static std::uint64_t owner(const Election& election) { return election.owner(); }
 };
@@ -177,14 +178,15 @@ namespace {
 // if not known yet, on the worker that completes it).
 class TermCompletion final : public AsyncCompletion {
  public:
-  TermCompletion(Engine& engine, std::string name, std::uint64_t owner, std::unique_ptr<AsyncCompletion> inner)
-      : engine_(engine), name_(std::move(name)), owner_(owner), inner_(std::move(inner)) {}
+  TermCompletion(details::Elections& elections, std::string name, std::uint64_t owner,
+                 std::unique_ptr<AsyncCompletion> inner)
+      : elections_(elections), name_(std::move(name)), owner_(owner), inner_(std::move(inner)) {}
   void complete(std::exception_ptr error, std::uint64_t value) noexcept override {
     std::unique_ptr<TermCompletion> self(this);
     std::uint64_t term = 0;
     if (!error && value != 0) {
       try {
-        term = engine_.term_after_campaign(name_, owner_);
+        term = elections_.term_after_campaign(name_, owner_);
       } catch (...) {
         error = std::current_exception();
       }
@@ -193,7 +195,7 @@ class TermCompletion final : public AsyncCompletion {
   }
 
  private:
-  Engine& engine_;
+  details::Elections& elections_;
   const std::string name_;
   const std::uint64_t owner_;
   std::unique_ptr<AsyncCompletion> inner_;
@@ -203,10 +205,11 @@ class TermCompletion final : public AsyncCompletion {
 
 void start_async_campaign(const Election& election, std::string_view value,
                           std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
-  Engine& engine = AsyncAccess::engine(election);
+  details::Elections& elections = AsyncAccess::elections(election);
+  Engine& engine = elections.engine();
   const std::string& name = AsyncAccess::name(election);
   const std::uint64_t owner = AsyncAccess::owner(election);
-  const details::NameKeyView key{details::Kind::kElection, name};
+  const details::NameKey key = details::Elections::key(name);
   if (engine.holds().find(key, owner)) {
     // Leads already (or lost a leadership it has not resigned): the term,
     // or the error, from a worker (the term may take a read).
@@ -214,12 +217,12 @@ void start_async_campaign(const Election& election, std::string_view value,
       std::lock_guard<std::mutex> guard(cancel->mutex);
       cancel->done = true;
     }
-    engine.async().post([&engine, name = std::string(name), owner, completion = std::move(completion)](bool run) mutable {
+    engine.async().post([&elections, name = std::string(name), owner, completion = std::move(completion)](bool run) mutable {
       std::exception_ptr error = run ? nullptr : shutting_down();
       std::uint64_t term = 0;
       if (run) {
         try {
-          term = engine.term_after_campaign(name, owner);
+          term = elections.term_after_campaign(name, owner);
         } catch (...) {
           error = std::current_exception();
         }
@@ -228,7 +231,7 @@ void start_async_campaign(const Election& election, std::string_view value,
     });
     return;
   }
-  auto wrapped = std::make_unique<TermCompletion>(engine, name, owner, std::move(completion));
+  auto wrapped = std::make_unique<TermCompletion>(elections, name, owner, std::move(completion));
   start_acquire(engine, engine, std::move(wrapped), std::move(cancel), [&] {
     details::AcquireRequest r = engine.make_request(key, owner, std::nullopt, std::nullopt);
     if (value.size() > details::kMaxElectionValue)
@@ -241,9 +244,9 @@ void start_async_campaign(const Election& election, std::string_view value,
 
 void start_async_observe(const Election& election, std::uint64_t after_revision,
                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
-  Engine& engine = AsyncAccess::engine(election);
-  start_acquire<details::AsyncObserve>(engine, engine, std::move(completion), std::move(cancel), [&] {
-    return engine.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election), after_revision,
+  details::Elections& elections = AsyncAccess::elections(election);
+  start_acquire<details::AsyncObserve>(elections.engine(), elections, std::move(completion), std::move(cancel), [&] {
+    return elections.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election), after_revision,
                                        std::nullopt);
   });
 }

@@ -3,7 +3,9 @@
 // Not installed; not for users, and not stable.
 //
 // - EngineAccess::of: the engine behind a client, for an interruptible
-//   wait (`dlock run` ends its wait on a signal), test hooks and counters.
+//   wait (`dlock run` ends its wait on a signal), test hooks and counters;
+//   EngineAccess::elections: its elections, for the same in `dlock elect`
+//   and `dlock leader --watch`.
 // - The operator functions behind `dlock force-unlock` and `init`: each
 //   opens one connection of its own (no watchdog, no poller).
 // - The input checks the public API runs before any SQL (base/validation.hpp),
@@ -21,12 +23,14 @@
 #include "base/validation.hpp"
 #include "dlock/distributed_lock.hpp"
 #include "engine/engine.hpp"
+#include "primitives/primitives.hpp"
 #include "sql/hold_rows.hpp"
 
 namespace dlock::details {
 
 struct EngineAccess {
   static Engine& of(DatabaseDistributedLock& client) { return *client.engine_; }
+  static Elections& elections(DatabaseDistributedLock& client) { return client.primitives_->elections; }
 };
 
 // Every live row (`names` empty), else every row of those names, of every

@@ -89,7 +89,6 @@ Engine::Engine(Options options)
       metrics_(options_.metrics ? std::make_shared<MetricCounters>() : nullptr),
       settings_(counted_settings(options_, metrics_)),
       rows_(options_.table, logger_),
-      elections_(rows_),
       schema_(options_.table, logger_),
       pool_(settings_, options_.pool_size),
       clock_([this] { return count_due_losses(); }),

@@ -58,7 +58,6 @@
 #include "runtime/clock_thread.hpp"
 #include "runtime/io_thread.hpp"
 #include "sql/connection_pool.hpp"
-#include "sql/election_rows.hpp"
 #include "sql/hold_rows.hpp"
 #include "sql/schema.hpp"
 #include "wakeup/bell_watcher.hpp"
@@ -145,55 +144,11 @@ class Engine {
   [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
   // The bell watcher (null without fast wake-up).
   BellWatcher* bells() const { return bells_.get(); }
-  // ---- elections (elections.cpp): holds of Kind::kElection
-  //
-  // The term of `request.owner`'s leadership: one it has already (no count
-  // up), else acquires as drive() does (the take writes request.value)
-  // and reads the new term. nullopt: gave up. Throws what drive() throws.
-  std::optional<std::uint64_t> campaign(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
-  // The term of `owner`'s live leadership of `name` here; nullopt when it
-  // holds none (a lost one throws LockLostError). No SQL once the term is known.
-  std::optional<std::uint64_t> leading_term(std::string_view name, std::uint64_t owner);
-  // The term once an acquire of a campaign succeeded; a term that cannot be
-  // read ends the leadership again (resign) and throws.
-  std::uint64_t term_after_campaign(std::string_view name, std::uint64_t owner);
-  // `owner`'s leadership proclaims `value` (validated: up to
-  // kMaxElectionValue bytes). NotHeldError (before any SQL) when it leads
-  // nothing here; LockLostError when its leadership was lost.
-  void proclaim(std::string_view name, std::uint64_t owner, std::string_view value);
-  // Ends `owner`'s leadership of `name` (every count of it), if any. Never
-  // throws for database trouble (logged: the lease ends it).
-  void resign(std::string_view name, std::uint64_t owner);
-  // The election's row (one read).
-  // After an election take that found observers parked (sql/election_rows.hpp):
-  // interrupts their waits and removes their rows, on the io thread.
-  void wake_parked_observers(std::string name, std::vector<ParkedObserver> parked);
-  ElectionRow election(std::string_view name);
-  // Observing an election: the row once its view revision is above
-  // `after`. One look (observe_step) says what to do next, as attempt_step
-  // does; observe() is the blocking driver (nullopt: `wait` passed, or
-  // `interrupted`). A driver watches (Kind::kElection, name) in the waiter
-  // registry from before its first look.
-  struct ObserveRequest {
-    std::string name;
-    std::uint64_t owner = 0;  // for cancel(owner)
-    std::uint64_t after = 0;
-    bool single_attempt = false;
-    bool forever = false;
-    SteadyTime deadline{};
-  };
-  ObserveRequest make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
-                                      std::optional<Millis> wait) const;
-  struct ObserveStep {
-    std::optional<ElectionRow> row;  // set: done (the view is past `after`)
-    AcquireStep step;                // else kGaveUp or kWait
-  };
-  ObserveStep observe_step(const ObserveRequest& request);
-  // How long this client's observers have seen election `name` without a
-  // leader at view revision `revision` (0 the first time).
-  std::chrono::microseconds leaderless_for(std::string_view name, std::uint64_t revision);
-  std::optional<ElectionRow> observe(const ObserveRequest& request, const std::atomic<bool>* interrupted = nullptr);
-
+  // Runs `task` on the io thread (it may run statements there).
+  void post_io(std::string what, IoThread::Task task) { io_.post(std::move(what), std::move(task)); }
+  // Rings pooled session `session`'s bell once the session is idle (never
+  // waiting for it), and moves the session's other holds to its next bell.
+  void ring_when_idle(std::uint64_t session);
   // Frees every hold of `key`'s kind on its name (any client) and wakes
   // waiters here; how many.
   std::size_t force_release(NameKeyView key);
@@ -457,7 +412,6 @@ class Engine {
   void report_row_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent);
   bool watched_only(NameKeyView key) const;
   void rang_for_waiters_elsewhere(NameKeyView key);
-  void ring_when_idle(std::uint64_t session);
   void restamp_after_ring(Connection& c, const std::string& rung);
   void free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id);
   // note_lost's body, for a hold no longer live in the registry.
@@ -519,7 +473,6 @@ class Engine {
   const std::shared_ptr<MetricCounters> metrics_;  // null: Options::metrics off
   const ConnectionSettings settings_;
   const HoldRows rows_;
-  const ElectionRows elections_;
   const Schema schema_;
   ConnectionPool pool_;
   HoldRegistry holds_;
@@ -539,10 +492,6 @@ class Engine {
   std::mutex intent_statements_mutex_;
   mutable std::mutex watch_only_mutex_;
   NameKeyMap<unsigned> watch_only_;  // keys waited for by WatchOnly watchers, and by how many
-  // Elections this client's observers found without a leader: the view
-  // revision and when it was first seen (elections.cpp, leaderless_for).
-  std::mutex leaderless_mutex_;
-  StringMap<std::pair<std::uint64_t, SteadyTime>> leaderless_seen_;
   std::mutex intents_mutex_;
   NameKeyMap<bool> intents_;  // keys this client holds a mark on
   std::atomic<std::size_t> intent_count_{0};  // intents_.size(), read without the lock

@@ -19,7 +19,7 @@
 // lock its parked session holds (the KILL finds the session by it, on the
 // taker's server), hold_id = the wait's token, expire_time = the wait's
 // end. An election take reads the rows beside its term and interrupts the
-// waits (Engine::wake_parked_observers). The observer re-reads the election
+// waits (primitives/election/election_kind.cpp). The observer re-reads the election
 // after its row lands, so a take either sees the row or is seen.
 #pragma once
 

@@ -15,7 +15,7 @@
 //
 // No bell can be watched for a take in another client before its taker is
 // known. So while an election has no leader, the bell watcher parks a
-// session that the next take interrupts (wake_parked_observers; the
+// session that the next take interrupts (election_kind.cpp; the
 // protocol is in sql/election_rows.hpp). The common take follows a release
 // at once (a candidate elsewhere woke at the resign's ring, or at the dead
 // leader's lease end), before the parked session can be in place, so for
@@ -25,7 +25,7 @@
 
 #include "base/printable.hpp"
 #include "base/validation.hpp"
-#include "engine/engine.hpp"
+#include "primitives/election/elections.hpp"
 #include "wakeup/sticky_wake.hpp"
 
 namespace dlock::details {
@@ -48,20 +48,20 @@ void validate_value(std::string_view value) {
 }
 }  // namespace
 
-std::optional<std::uint64_t> Engine::leading_term(std::string_view name, std::uint64_t owner) {
+std::optional<std::uint64_t> Elections::leading_term(std::string_view name, std::uint64_t owner) {
   const NameKeyView key{Kind::kElection, name};
-  const std::optional<Hold> held = holds_.find(key, owner);
+  const std::optional<Hold> held = engine_.holds().find(key, owner);
   if (!held) return std::nullopt;
-  if (held->lost) throw_lost(key, held->fence);
-  const std::uint64_t term = fencing_token(key, owner);
+  if (held->lost) engine_.throw_lost(key, held->fence);
+  const std::uint64_t term = engine_.fencing_token(key, owner);
   if (term != 0) return term;
   // Found lost just now (reported): the owner still owes its resign().
-  const std::optional<Hold> now = holds_.find(key, owner);
-  if (now && now->lost) throw_lost(key, now->fence);
+  const std::optional<Hold> now = engine_.holds().find(key, owner);
+  if (now && now->lost) engine_.throw_lost(key, now->fence);
   return std::nullopt;
 }
 
-std::uint64_t Engine::term_after_campaign(std::string_view name, std::uint64_t owner) {
+std::uint64_t Elections::term_after_campaign(std::string_view name, std::uint64_t owner) {
   try {
     if (const auto term = leading_term(name, owner)) return *term;
   } catch (const LockLostError&) {
@@ -74,87 +74,88 @@ std::uint64_t Engine::term_after_campaign(std::string_view name, std::uint64_t o
                       "\" was lost right after it was won; resign() before campaigning again");
 }
 
-std::optional<std::uint64_t> Engine::campaign(const AcquireRequest& r, const std::atomic<bool>* interrupted) {
+std::optional<std::uint64_t> Elections::campaign(const AcquireRequest& r, const std::atomic<bool>* interrupted) {
   validate_value(r.value);
   if (const auto term = leading_term(r.key.name, r.owner)) return term;
-  if (drive(r, interrupted).next != AcquireStep::Next::kAcquired) return std::nullopt;
+  if (engine_.drive(r, interrupted).next != AcquireStep::Next::kAcquired) return std::nullopt;
   return term_after_campaign(r.key.name, r.owner);
 }
 
-void Engine::proclaim(std::string_view name, std::uint64_t owner, std::string_view value) {
+void Elections::proclaim(std::string_view name, std::uint64_t owner, std::string_view value) {
   validate_name(name);
   validate_value(value);
   const NameKeyView key{Kind::kElection, name};
   std::optional<Hold> held;
   {
-    std::lock_guard<std::mutex> serial(owner_mutex(Kind::kElection, name, owner));
-    held = holds_.find(key, owner);
+    const auto serial = engine_.lock_stripes({NameKey(key)}, owner);
+    held = engine_.holds().find(key, owner);
     if (!held)
       throw NotHeldError("dlock: proclaim on election \"" + printable(name) + "\" by an owner (" +
                          std::to_string(owner) + ") that is not its leader in this client");
-    if (held->lost) throw_lost(key, held->fence);
-    CallBudget budget(options_.io_timeout);
-    const bool applied = run_reconciled(
-        name, [&](Connection& c) { return elections_.proclaim(c, name, held->hold_id, value); },
+    if (held->lost) engine_.throw_lost(key, held->fence);
+    CallBudget budget(engine_.options().io_timeout);
+    const bool applied = engine_.run_reconciled(
+        name, [&](Connection& c) { return rows_.proclaim(c, name, held->hold_id, value); },
         [&](Connection& c) {
-          const ElectionRow row = elections_.read(c, name);
-          if (!row.live || row.hold_id != held->hold_id) return Verdict::kNotApplied;
-          return row.value == value ? Verdict::kApplied : Verdict::kRunAgain;
+          const ElectionRow row = rows_.read(c, name);
+          if (!row.live || row.hold_id != held->hold_id) return Engine::Verdict::kNotApplied;
+          return row.value == value ? Engine::Verdict::kApplied : Engine::Verdict::kRunAgain;
         });
     if (!applied) {
-      note_lost(key, owner, held->generation, "its lease ran out or it was force-unlocked");
-      throw_lost(key, held->fence);
+      engine_.note_lost(key, owner, held->generation, "its lease ran out or it was force-unlocked");
+      engine_.throw_lost(key, held->fence);
     }
   }
-  waiters_.tell_watchers(key);
+  engine_.waiters().tell_watchers(key);
   // Observers elsewhere block on the leader's session bell.
-  if (bells_ && held->bell_session != 0) ring_when_idle(held->bell_session);
+  if (engine_.bells() != nullptr && held->bell_session != 0) engine_.ring_when_idle(held->bell_session);
 }
 
-void Engine::resign(std::string_view name, std::uint64_t owner) {
+void Elections::resign(std::string_view name, std::uint64_t owner) {
   validate_name(name);
   const NameKeyView key{Kind::kElection, name};
   // Every count (a campaign never counts up, but an owner's concurrent
   // campaigns may both have taken a count); a release removes one count
   // whatever the database says, so this ends.
-  while (holds_.find(key, owner)) {
+  while (engine_.holds().find(key, owner)) {
     try {
-      release(key, owner);
+      engine_.release(key, owner);
     } catch (const NotHeldError&) {
       return;  // resigned meanwhile by another thread of the owner
     }
   }
 }
 
-ElectionRow Engine::election(std::string_view name) {
+ElectionRow Elections::row(std::string_view name) {
   validate_name(name);
-  CallBudget budget(options_.io_timeout);
-  return read([&](Connection& c) { return elections_.read(c, name); });
+  CallBudget budget(engine_.options().io_timeout);
+  return engine_.read([&](Connection& c) { return rows_.read(c, name); });
 }
 
-Engine::ObserveRequest Engine::make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
+ObserveRequest Elections::make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
                                                     std::optional<Millis> wait) const {
   validate_name(name);
   ObserveRequest r;
   r.name = std::string(name);
   r.owner = owner;
   r.after = after;
-  set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  Engine::set_wait(wait, r.forever, r.single_attempt, r.deadline);
   return r;
 }
 
-Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
+ObserveStep Elections::observe_step(const ObserveRequest& r) {
   ObserveStep s;
-  ElectionRow row = election(r.name);
+  ElectionRow row = this->row(r.name);
   if (row.view_revision() > r.after) {
     s.row = std::move(row);
     s.step.next = AcquireStep::Next::kAcquired;
     return s;
   }
   if (r.single_attempt) return s;  // kGaveUp
-  const NameKey key(Kind::kElection, r.name);
+  const NameKey key = Elections::key(r.name);
   std::int64_t ttl_us = kLeaderlessRecheckUs;
-  if (!row.live && bells_) {  // also an election never used yet: its first campaign may be on its way
+  BellWatcher* bells = engine_.bells();
+  if (!row.live && bells != nullptr) {  // also an election never used yet: its first campaign may be on its way
     // Pauses of half the time since it was first seen leaderless: about ten
     // looks within kHandoverWatch (wait_step adds a millisecond to each).
     const Micros age = leaderless_for(r.name, row.view_revision());
@@ -163,32 +164,15 @@ Engine::ObserveStep Engine::observe_step(const ObserveRequest& r) {
   if (row.live) {
     // The lease's end is a change no statement makes: look again then.
     ttl_us = row.ttl_us.value_or(0);
-    if (bells_ && !is_this_clients(row.hold_id)) bells_->arm(key);
-  } else if (bells_) {
-    bells_->arm(key);  // parks an observer, which the next take interrupts
+    if (bells != nullptr && !engine_.is_this_clients(row.hold_id)) bells->arm(key);
+  } else if (bells != nullptr) {
+    bells->arm(key);  // parks an observer, which the next take interrupts
   }
-  s.step = wait_step(r.forever, r.deadline, ttl_us);
+  s.step = Engine::wait_step(r.forever, r.deadline, ttl_us);
   return s;
 }
 
-void Engine::wake_parked_observers(std::string name, std::vector<ParkedObserver> parked) {
-  io_.post("waking parked observers",
-           [this, name = std::move(name), parked = std::move(parked)](const IoThread::ConnectionSource& connection) {
-             for (const auto& p : parked) {
-               if (!p.live) continue;
-               try {
-                 interrupt_parked_wait(connection(), p.lock);
-               } catch (const BackendError& e) {
-                 // That observer hears it at its poll; the others still get theirs.
-                 logger_->debug("dlock: election {}: waking a parked observer failed: {}", printable(name), e.what());
-               }
-             }
-             // Live ones were woken; the others' clients died waiting.
-             elections_.unpark_observers(connection(), name, parked);
-           });
-}
-
-Micros Engine::leaderless_for(std::string_view name, std::uint64_t revision) {
+Micros Elections::leaderless_for(std::string_view name, std::uint64_t revision) {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> guard(leaderless_mutex_);
   const auto it = leaderless_seen_.find(name);
@@ -203,12 +187,12 @@ Micros Engine::leaderless_for(std::string_view name, std::uint64_t revision) {
   return Micros::zero();
 }
 
-std::optional<ElectionRow> Engine::observe(const ObserveRequest& r, const std::atomic<bool>* interrupted) {
+std::optional<ElectionRow> Elections::observe(const ObserveRequest& r, const std::atomic<bool>* interrupted) {
   if (r.single_attempt) return observe_step(r).row;
   // Watching from before the first look: a change between a look and the
   // wait leaves the wake set.
   const auto wake = std::make_shared<StickyWake>();
-  const WaiterRegistry::Watch watch(waiters_, NameKey(Kind::kElection, r.name), wake);
+  const WaiterRegistry::Watch watch(engine_.waiters(), key(r.name), wake);
   for (;;) {
     if (interrupted != nullptr && interrupted->load()) return std::nullopt;
     wake->clear();

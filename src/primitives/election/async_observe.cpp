@@ -1,25 +1,25 @@
-#include "engine/async_observe.hpp"
-
-#include "sql/election_rows.hpp"
+#include "primitives/election/async_observe.hpp"
 
 namespace dlock::details {
 
-std::uint64_t AsyncObserve::start(Engine& engine, Engine::ObserveRequest request,
+std::uint64_t AsyncObserve::start(Elections& elections, ObserveRequest request,
                                   std::unique_ptr<asio_impl::AsyncCompletion> completion, std::function<void()> on_end) {
   const bool waits = !request.single_attempt;
   const std::uint64_t owner = request.owner;
-  const NameKey key(Kind::kElection, request.name);
-  auto op = std::make_shared<AsyncObserve>(engine, std::move(request), std::move(completion), std::move(on_end));
+  const NameKey key = Elections::key(request.name);
+  auto op = std::make_shared<AsyncObserve>(elections, std::move(request), std::move(completion), std::move(on_end));
   return WatchedOperation::start(op, owner, waits, {key});
 }
 
-AsyncObserve::AsyncObserve(Engine& engine, Engine::ObserveRequest request,
+AsyncObserve::AsyncObserve(Elections& elections, ObserveRequest request,
                            std::unique_ptr<asio_impl::AsyncCompletion> completion, std::function<void()> on_end)
-    : WatchedOperation(engine, std::move(completion), std::move(on_end), "dlock: observing the election was cancelled"),
+    : WatchedOperation(elections.engine(), std::move(completion), std::move(on_end),
+                       "dlock: observing the election was cancelled"),
+      elections_(elections),
       request_(std::move(request)) {}
 
 WatchedOperation::Outcome AsyncObserve::run_step() {
-  Engine::ObserveStep next = engine_.observe_step(request_);
+  ObserveStep next = elections_.observe_step(request_);
   Outcome o;
   if (next.row) {
     completion().set_view(to_leader_view(*next.row));

@@ -1,0 +1,94 @@
+// The election's verbs beyond a lock (Election): the leadership is an
+// ordinary hold of Kind::kElection on the engine (election_kind.cpp), taken
+// by drive() like any other; this adds the term read after a campaign,
+// proclaim, resign, and observers, who wait for the election's view
+// revision (sql/election_rows.hpp) to pass the one they saw
+// (elections.cpp says how they hear of a change).
+//
+// Thread safety: every member is safe to call concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "base/string_map.hpp"
+#include "engine/engine.hpp"
+#include "sql/election_rows.hpp"
+
+namespace dlock::details {
+
+// Observing an election: the row once its view revision is above `after`.
+struct ObserveRequest {
+  std::string name;
+  std::uint64_t owner = 0;  // for cancel(owner)
+  std::uint64_t after = 0;
+  bool single_attempt = false;
+  bool forever = false;
+  SteadyTime deadline{};
+};
+
+struct ObserveStep {
+  std::optional<ElectionRow> row;  // set: done (the view is past `after`)
+  AcquireStep step;                // else kGaveUp or kWait
+};
+
+class Elections {
+ public:
+  Elections(Engine& engine, const HoldRows& rows) : engine_(engine), rows_(rows) {}
+  Elections(const Elections&) = delete;
+  Elections& operator=(const Elections&) = delete;
+
+  Engine& engine() { return engine_; }
+  // The term of `request.owner`'s leadership: one it has already (no count
+  // up), else acquires as Engine::drive does (the take writes
+  // request.value) and reads the new term. nullopt: gave up. Throws what
+  // drive() throws, std::invalid_argument for a value over
+  // kMaxElectionValue.
+  std::optional<std::uint64_t> campaign(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  // The term of `owner`'s live leadership of `name` here; nullopt when it
+  // holds none (a lost one throws LockLostError). No SQL once the term is known.
+  std::optional<std::uint64_t> leading_term(std::string_view name, std::uint64_t owner);
+  // The term once an acquire of a campaign succeeded; a term that cannot be
+  // read ends the leadership again (resign) and throws.
+  std::uint64_t term_after_campaign(std::string_view name, std::uint64_t owner);
+  // `owner`'s leadership proclaims `value` (validated: up to
+  // kMaxElectionValue bytes). NotHeldError (before any SQL) when it leads
+  // nothing here; LockLostError when its leadership was lost.
+  void proclaim(std::string_view name, std::uint64_t owner, std::string_view value);
+  // Ends `owner`'s leadership of `name` (every count of it), if any. Never
+  // throws for database trouble (logged: the lease ends it).
+  void resign(std::string_view name, std::uint64_t owner);
+  // The election's row (one read).
+  ElectionRow row(std::string_view name);
+
+  // Observers. One look (observe_step) says what to do next, as
+  // Engine::attempt_step does; observe() is the blocking driver (nullopt:
+  // `wait` passed, or `interrupted`), AsyncObserve the asynchronous one. A
+  // driver watches (Kind::kElection, name) in the waiter registry from
+  // before its first look.
+  ObserveRequest make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
+                                      std::optional<Millis> wait) const;
+  ObserveStep observe_step(const ObserveRequest& request);
+  std::optional<ElectionRow> observe(const ObserveRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  static NameKey key(std::string_view name) { return NameKey(Kind::kElection, name); }
+
+ private:
+  // How long this client's observers have seen election `name` without a
+  // leader at view revision `revision` (0 the first time).
+  std::chrono::microseconds leaderless_for(std::string_view name, std::uint64_t revision);
+
+  Engine& engine_;
+  const ElectionRows rows_;
+  // Elections this client's observers found without a leader: the view
+  // revision and when it was first seen.
+  std::mutex leaderless_mutex_;
+  StringMap<std::pair<std::uint64_t, SteadyTime>> leaderless_seen_;
+};
+
+}  // namespace dlock::details
