@@ -137,7 +137,8 @@ void Engine::start() {
         const WakeSourceScope source(WakeSource::kBell);
         // Readers share what a release lets in, and a queued waiter may be the
         // one granted the hold; the other kinds take turns.
-        if (key.kind == Kind::kRead || kind(key.kind).traits.queues) {
+        const HoldKind::Traits& traits = kind(key.kind).traits;
+        if (traits.shared || traits.queues) {
           waiters_.wake_all(key);
         } else {
           waiters_.wake_one(key);
@@ -201,10 +202,10 @@ void Engine::release_all_at_shutdown() {
     with_connection([&](Connection& c) {
       std::vector<HeldRow> plain;
       for (const auto& h : holds) {
-        // A read hold's release also uncounts it on its head row: one
-        // statement each, through its kind.
-        if (h.key.kind == Kind::kRead) {
-          kind(Kind::kRead).free(*this, c, h.key, h.hold_id, 0, HoldRows::Marks::kAny, false);
+        // A kind whose release is its own statement (the read side's also
+        // uncounts the hold on its head row): one statement each.
+        if (HoldKind& k = kind(h.key.kind); k.traits.frees_alone) {
+          k.free(*this, c, h.key, h.hold_id, 0, HoldRows::Marks::kAny, false);
         } else {
           plain.push_back(h);
         }
@@ -416,7 +417,11 @@ void Engine::clear_pending_mark(NameKeyView key, const std::function<Connection&
     marks_to_clear_.erase(NameKey(key));
     marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
   }
-  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
+  wake_other_side(key);
+}
+
+void Engine::wake_other_side(NameKeyView key) {
+  if (const auto other = kind(key.kind).traits.other_side) waiters_.wake_all(NameKeyView{*other, key.name});
 }
 
 void Engine::clear_mark_before_release(NameKeyView key) {
@@ -441,8 +446,7 @@ void Engine::clear_mark(const NameKey& key, Connection& c) {
     if (has_intent(key)) return;
     kind(key.kind).unmark(*this, c, key.name);
   }
-  // Readers held back by a waiting writer may go now.
-  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
+  wake_other_side(key);  // readers held back by a waiting writer may go now
 }
 
 // ---------------------------------------------------------------- losses

@@ -425,6 +425,8 @@ class Engine {
   // hold keeps others out meanwhile, and the acquire returns sooner).
   void unmark_intent(const NameKey& key, bool acquired);
   void clear_mark(const NameKey& key, Connection& c);
+  // Wakes every waiter of the other side of `key`'s primitive, if it has one.
+  void wake_other_side(NameKeyView key);
   // Before a release of `key`: clears a mark still left by its acquire.
   void clear_mark_before_release(NameKeyView key);
   // Whether `key`'s mark waits to be cleared (marks_to_clear_).

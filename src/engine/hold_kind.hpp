@@ -31,11 +31,11 @@ class WaiterRegistry;
 class HoldKind {
  public:
   struct Traits {
-    Kind kind = Kind::kLock;
+    Kind kind{};  // every kind sets it, and `serial`
     // Owner stripes (Engine::owner_mutex) are shared by the kinds of one
     // primitive: an owner's read and write acquires of one name look at
     // each other (a downgrade, an upgrade).
-    Kind serial = Kind::kLock;
+    Kind serial{};
     // The same owner acquiring again counts up its hold. A semaphore's
     // acquires are separate permits.
     bool reentrant = true;
@@ -43,6 +43,17 @@ class HoldKind {
     // this client asks no SQL until that hold ends, and a chain of local
     // handoffs yields to waiters elsewhere when it ends.
     bool single_holder = true;
+    // Holds share the name (the read side): a bell rung for it wakes every
+    // waiter here, not one.
+    bool shared = false;
+    // The other side of the same primitive (the read-write lock's): a
+    // force-unlock wakes its waiters too, and so does the end of this
+    // side's waiting mark (the readers a waiting writer held back).
+    std::optional<Kind> other_side;
+    // Its release is a statement of its own, not the shared free (the read
+    // side also uncounts the hold on its head row): freed through the kind
+    // at shutdown, never by Engine::free_rows.
+    bool frees_alone = false;
     // A full release may hand the hold straight to a local waiter.
     bool hands_over = true;
     // What each take (or handoff) adds to the fence.

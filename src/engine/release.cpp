@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <stdexcept>
 
 #include "base/micros.hpp"
 #include "base/printable.hpp"
@@ -303,6 +304,8 @@ void Engine::free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id)
 }
 
 void Engine::free_rows(const std::vector<std::pair<NameKey, Hold>>& last) {
+  for (const auto& [key, hold] : last)
+    if (kind(key.kind).traits.frees_alone) throw std::logic_error("dlock: free_rows of a kind that frees alone");
   // One statement per bell session (holds taken together share one).
   std::map<std::uint64_t, std::vector<std::size_t>> by_session;
   for (std::size_t i = 0; i < last.size(); ++i) by_session[last[i].second.bell_session].push_back(i);
@@ -406,8 +409,7 @@ std::size_t Engine::force_release(NameKeyView key) {
                 machine_id_, cleared);
   hint_free_if_held_here(key);
   waiters_.wake_all(key);
-  if (key.kind == Kind::kWrite) waiters_.wake_all(NameKeyView{Kind::kRead, key.name});
-  if (key.kind == Kind::kRead) waiters_.wake_all(NameKeyView{Kind::kWrite, key.name});
+  wake_other_side(key);
   return cleared;
 }
 

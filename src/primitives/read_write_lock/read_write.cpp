@@ -58,6 +58,9 @@ HoldKind::Traits rw_traits(Kind kind) {
   t.single_holder = kind == Kind::kWrite;
   t.hands_over = kind == Kind::kWrite;
   t.fence_step = 2;
+  t.shared = kind == Kind::kRead;
+  t.other_side = kind == Kind::kWrite ? Kind::kRead : Kind::kWrite;
+  t.frees_alone = kind == Kind::kRead;
   t.intents = kind == Kind::kWrite ? HoldKind::Traits::Intent::kWhenRefused : HoldKind::Traits::Intent::kNone;
   t.blocked_by = kind == Kind::kWrite ? std::vector<Kind>{Kind::kWrite, Kind::kRead} : std::vector<Kind>{Kind::kWrite};
   return t;
