@@ -45,9 +45,9 @@ void Engine::throw_lost(NameKeyView key, std::uint64_t fence) const {
 
 AcquireStep Engine::attempt_step(const AcquireRequest& r) {
   HoldKind& k = kind(r.key.kind);
-  const Attempt a = attempt(k, r);
+  const std::optional<HoldKind::Refusal> refused = attempt(k, r);
   AcquireStep step;
-  if (a.acquired) {
+  if (!refused) {
     // A place in line kept for this name goes to the next client.
     if (bells_ && !r.single_attempt) bells_->settled(r.key);
     step.next = AcquireStep::Next::kAcquired;
@@ -57,40 +57,22 @@ AcquireStep Engine::attempt_step(const AcquireRequest& r) {
   // Holds of this client wake their waiters here when they end; the bell
   // watcher is for holds elsewhere.
   if (bells_) {
-    if (a.foreign) {
+    if (refused->foreign) {
       bells_->arm(r.key);
     } else {
       bells_->settled(r.key);
     }
   }
-  return wait_step(r.forever, r.deadline, a.ttl_us);
+  return wait_step(r.forever, r.deadline, refused->ttl_us);
 }
 
-Engine::WatchOnly::WatchOnly(Engine& engine, std::vector<NameKey> keys) : engine_(engine), keys_(std::move(keys)) {
-  std::lock_guard<std::mutex> guard(engine_.watch_only_mutex_);
-  for (const auto& key : keys_) ++engine_.watch_only_[key];
-}
-
-Engine::WatchOnly::~WatchOnly() {
-  std::lock_guard<std::mutex> guard(engine_.watch_only_mutex_);
-  for (const auto& key : keys_) {
-    const auto it = engine_.watch_only_.find(key);
-    if (it != engine_.watch_only_.end() && --it->second == 0) engine_.watch_only_.erase(it);
-  }
-}
-
-bool Engine::watched_only(NameKeyView key) const {
-  std::lock_guard<std::mutex> guard(watch_only_mutex_);
-  return watch_only_.find(key) != watch_only_.end();
-}
-
-void Engine::set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline) {
+void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline) {
   forever = !wait.has_value() || *wait >= kForever;
   single_attempt = !forever && *wait <= Millis::zero();
   if (!forever) deadline = Clock::now() + *wait;
 }
 
-AcquireStep Engine::wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us) {
+AcquireStep wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us) {
   AcquireStep step;  // kGaveUp
   // One millisecond past the blocking lease's end, so the retry finds it over.
   Micros wait = Micros(std::max<std::int64_t>(0, ttl_us) + 1000);
@@ -104,7 +86,7 @@ AcquireStep Engine::wait_step(bool forever, SteadyTime deadline, std::int64_t tt
   return step;
 }
 
-Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
+std::optional<HoldKind::Refusal> Engine::attempt(HoldKind& k, const AcquireRequest& r) {
   std::lock_guard<std::mutex> serial(owner_mutex(k.traits.serial, r.key.name, r.owner));
   CallBudget budget(options_.io_timeout);
   const HoldRegistry::NameView here = holds_.view(r.key, r.owner);
@@ -112,21 +94,21 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
     if (!k.traits.reentrant) throw std::logic_error("dlock: an owner of a permit acquired again");
     reenter(k, r, *here.own);
     if (metrics_) metrics_->reentered(metric_kind(r.key.kind));
-    return Attempt{true};
+    return std::nullopt;
   }
   k.check(*this, r);
   if (!r.single_attempt) {
     // A chain of handoffs to local waiters just ended: hold back, so a
     // waiter in another client gets in (no SQL; the wait ends with it).
     if (const Micros left = yields_.left(r.key); left > Micros::zero() && !k.traits.queues)
-      return Attempt{false, left.count(), false};
+      return HoldKind::Refusal{left.count(), false};
     // Held by another owner of this client (the usual case on a hot lock):
     // refused without SQL, since its release wakes us or hands us the hold,
     // and its local lease deadline is never later than the server's expiry.
     // Unless something saw the row free meanwhile: then the database decides.
     if (k.traits.single_holder && !k.traits.queues && here.live_until && !free_hints_.take(r.key)) {
       const auto left = std::chrono::duration_cast<Micros>(*here.live_until - Clock::now()).count();
-      return Attempt{false, std::max<std::int64_t>(0, left), false};
+      return HoldKind::Refusal{std::max<std::int64_t>(0, left), false};
     }
   }
   const Holder holder{machine_id_, r.owner, tagged_hold_id(), host_, pid_};
@@ -149,14 +131,13 @@ Engine::Attempt Engine::attempt(HoldKind& k, const AcquireRequest& r) {
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} {} acquired by {}/{} ({})", kind_name(r.key.kind), printable(r.key.name), machine_id_,
                      r.owner, r.watchdog ? "watchdog" : "fixed lease");
-    return Attempt{true};
+    return std::nullopt;
   }
-  if (r.single_attempt) return Attempt{};
+  if (r.single_attempt) return HoldKind::Refusal{};
   // A kind whose waiters go first once they wait (the write side) marks
   // the row now; the poller keeps the mark alive.
   if (k.traits.intents == HoldKind::Traits::Intent::kWhenRefused && !has_intent(r.key)) mark_intent(r.key);
-  const HoldKind::Refusal why = k.refused(*this, r, taken);
-  return Attempt{false, why.ttl_us, why.foreign};
+  return k.refused(*this, r, taken);
 }
 
 bool Engine::reenter(HoldKind& k, const AcquireRequest& r, const Hold& local) {

@@ -65,28 +65,14 @@ ConnectionSettings bell_settings(const ConnectionSettings& settings) {
   return s;
 }
 
-std::uint64_t random_client_key() {
-  const std::uint64_t key = new_hold_id() & ((std::uint64_t{1} << 48) - 1);
-  return key != 0 ? key : 1;
-}
-
-// False while a WarmestConnection exists on this thread.
-thread_local bool t_thread_affinity = true;
-
 }  // namespace
 
-Engine::WarmestConnection::WarmestConnection() : previous_(t_thread_affinity) { t_thread_affinity = false; }
-Engine::WarmestConnection::~WarmestConnection() { t_thread_affinity = previous_; }
-
 Engine::Engine(Options options)
-    : options_(validated(options)),
+    : ClientIdentity(validated(options).machine_id),
+      AcquireCounting(options.metrics),
+      StatementRules(pool_, logger_, metrics_.get()),
+      options_(std::move(options)),
       logger_(choose_logger(options_)),
-      machine_id_(options_.machine_id.empty() ? generate_machine_id() : options_.machine_id),
-      host_(host_name()),
-      pid_(static_cast<std::uint32_t>(::getpid())),
-      client_key_(random_client_key()),
-      hold_tag_(new_hold_id() >> 48),
-      metrics_(options_.metrics ? std::make_shared<MetricCounters>() : nullptr),
       settings_(counted_settings(options_, metrics_)),
       rows_(options_.table, logger_),
       schema_(options_.table, logger_),
@@ -123,7 +109,7 @@ void Engine::start() {
       return 0;
     });
   }
-  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) { renew_or_retry(c); });
+  io_.every(renew_period(), "renewing leases", [this](const IoThread::ConnectionSource& c) { watchdog_.tick_or_retry(c); });
   io_.every(options_.poll_interval, "polling waited-for names",
             [this](const IoThread::ConnectionSource& c) { poll_tick(c); });
   if (options_.fast_wakeup) {
@@ -211,13 +197,7 @@ void Engine::release_all_at_shutdown() {
         }
       }
       const auto freed = rows_.free_all(c, plain);
-      std::vector<NameKey> intents;
-      {
-        std::lock_guard<std::mutex> guard(intents_mutex_);
-        for (const auto& [key, marked] : intents_) intents.push_back(key);
-        intents_.clear();
-      }
-      for (const auto& key : intents) kind(key.kind).unmark(*this, c, key.name);
+      for (const auto& key : take_all_marks()) kind(key.kind).unmark(*this, c, key.name);
       for (const auto& k : kinds_)
         if (k) k->shutdown(*this, c);
       if (!holds.empty()) logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, freed);
@@ -226,35 +206,6 @@ void Engine::release_all_at_shutdown() {
   } catch (const std::exception& e) {
     logger_->warn("dlock: client {} could not release its {} hold(s) at shutdown; they expire with their leases: {}",
                   machine_id_, holds.size(), e.what());
-  }
-}
-
-PooledConnection Engine::pooled_connection() {
-  // Each thread prefers the connection it used last: a hold's bell is the
-  // session that took it, and the same thread usually releases, so the
-  // release finds that session idle and can ring in its own statement.
-  thread_local const ConnectionPool* last_pool = nullptr;
-  thread_local std::uint64_t last_session = 0;
-  PooledConnection connection = pool_.acquire(t_thread_affinity && last_pool == &pool_ ? last_session : 0);
-  last_pool = &pool_;
-  last_session = connection->session_key();
-  return connection;
-}
-
-bool Engine::run_reconciled(std::string_view name, const std::function<bool(Connection&)>& statement,
-                            const std::function<Verdict(Connection&)>& decide) {
-  try {
-    return with_connection(statement);
-  } catch (const OutcomeUnknown& cause) {
-    switch (reconcile(name, cause, decide)) {
-      case Verdict::kApplied:
-        return true;
-      case Verdict::kNotApplied:
-        return false;
-      case Verdict::kRunAgain:
-        break;
-    }
-    return with_connection(statement);
   }
 }
 
@@ -282,48 +233,12 @@ bool Engine::take_reconciled(HoldKind::Taken& t, NameKeyView key, std::uint64_t 
       });
 }
 
-Engine::Verdict Engine::reconcile(std::string_view name, const OutcomeUnknown& cause,
-                                  const std::function<Verdict(Connection&)>& decide) {
-  logger_->warn("dlock: connection lost mid-statement on {}; reading the row to learn the outcome: {}",
-                printable(name), cause.what());
-  try {
-    // Not on a pooled connection the same fault may have killed too; and
-    // only once the statement can no longer land behind the read's back.
-    PooledConnection fresh = pool_.acquire_fresh();
-    settle_lost_session(*fresh, cause.session());
-    const Verdict verdict = decide(*fresh);
-    if (metrics_) metrics_->reconciled();
-    return verdict;
-  } catch (const BackendError& e) {
-    throw BackendError(std::string("dlock: outcome unknown (") + cause.what() +
-                           "), and the row could not be read: " + e.what(),
-                       e.code() != 0 ? e.code() : cause.code(), e.code() != 0 ? e.sql_state() : cause.sql_state());
-  }
-}
-
-std::uint64_t Engine::tagged_hold_id() const {
-  const std::uint64_t low = new_hold_id() & ((std::uint64_t{1} << 48) - 1);
-  return hold_tag_ << 48 | (low != 0 ? low : 1);
-}
-
-std::mutex& Engine::owner_mutex(Kind serial, std::string_view name, std::uint64_t owner) {
-  const std::size_t h = std::hash<std::string_view>{}(name) ^ (owner * 0x9e3779b97f4a7c15ULL) ^
-                        (static_cast<std::size_t>(serial) << 7);
-  return owner_mutexes_[h % owner_mutexes_.size()];
-}
-
 std::vector<std::unique_lock<std::mutex>> Engine::lock_stripes(const std::vector<NameKey>& keys,
                                                                 std::uint64_t owner) {
-  // In one order (by address), so two callers never deadlock.
   std::vector<std::mutex*> stripes;
   stripes.reserve(keys.size());
   for (const auto& key : keys) stripes.push_back(&owner_mutex(kind(key.kind).traits.serial, key.name, owner));
-  std::sort(stripes.begin(), stripes.end());
-  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-  std::vector<std::unique_lock<std::mutex>> locked;
-  locked.reserve(stripes.size());
-  for (std::mutex* m : stripes) locked.emplace_back(*m);
-  return locked;
+  return lock_in_order(std::move(stripes));
 }
 
 Millis Engine::renew_period() const { return std::max(Millis(1), options_.watchdog_timeout / 3); }
@@ -334,10 +249,7 @@ Millis Engine::intent_lease() const { return std::max(Millis(1000), options_.pol
 
 void Engine::mark_intent(NameKeyView key) {
   std::lock_guard<std::mutex> marking(intent_statements_mutex_);
-  {
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    if (intents_.find(key) != intents_.end()) return;  // the poller keeps it alive
-  }
+  if (has_intent(key)) return;  // the poller keeps it alive
   try {
     CallBudget budget(options_.io_timeout);
     const auto held = with_connection([&](Connection& c) {
@@ -346,34 +258,15 @@ void Engine::mark_intent(NameKeyView key) {
     });
     // Another client's live mark: left alone; the poller tries again.
     if (held.empty()) return;
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    intents_.emplace(NameKey(key), true);
-    intent_count_.store(intents_.size(), std::memory_order_relaxed);
+    record_mark(NameKey(key));
   } catch (const BackendError& e) {
     logger_->debug("dlock: could not mark a waiting client on {} {}: {}", kind_name(key.kind), printable(key.name),
                    e.what());
   }
 }
 
-bool Engine::has_intent(NameKeyView key) {
-  std::lock_guard<std::mutex> guard(intents_mutex_);
-  return intents_.find(key) != intents_.end();
-}
-
-void Engine::intent_taken(NameKeyView key) {
-  if (intent_count_.load(std::memory_order_relaxed) == 0) return;  // the usual case: no SQL, no lock
-  std::lock_guard<std::mutex> guard(intents_mutex_);
-  if (const auto it = intents_.find(key); it != intents_.end()) intents_.erase(it);
-  intent_count_.store(intents_.size(), std::memory_order_relaxed);
-}
-
 void Engine::unmark_intent(const NameKey& key, bool acquired) {
-  {
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    const bool had = intents_.erase(key) != 0;
-    intent_count_.store(intents_.size(), std::memory_order_relaxed);
-    if (!had) return;
-  }
+  if (!forget_mark(key)) return;
   if (!acquired) {
     try {
       CallBudget budget(options_.io_timeout);
@@ -387,21 +280,11 @@ void Engine::unmark_intent(const NameKey& key, bool acquired) {
     }
     return;
   }
-  {
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    marks_to_clear_.emplace(key, true);
-    marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
-  }
+  clear_later(key);
   io_.post("clearing a waiting mark", [this, key](const IoThread::ConnectionSource& connection) {
     CallBudget budget(options_.io_timeout);
     clear_pending_mark(key, connection);
   });
-}
-
-bool Engine::mark_pending(NameKeyView key) {
-  if (marks_to_clear_count_.load(std::memory_order_relaxed) == 0) return false;  // the usual case: no lock
-  std::lock_guard<std::mutex> guard(intents_mutex_);
-  return marks_to_clear_.find(key) != marks_to_clear_.end();
 }
 
 void Engine::clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection) {
@@ -413,9 +296,7 @@ void Engine::clear_pending_mark(NameKeyView key, const std::function<Connection&
     std::lock_guard<std::mutex> marking(intent_statements_mutex_);
     if (!mark_pending(key)) return;
     if (!has_intent(key)) kind(key.kind).unmark(*this, connection(), key.name);
-    std::lock_guard<std::mutex> guard(intents_mutex_);
-    marks_to_clear_.erase(NameKey(key));
-    marks_to_clear_count_.store(marks_to_clear_.size(), std::memory_order_relaxed);
+    cleared(key);
   }
   wake_other_side(key);
 }

@@ -17,7 +17,7 @@ bool is_cancelled(const std::exception_ptr& error) {
 }
 }  // namespace
 
-void Engine::count_acquire(MetricKind kind, SteadyTime started, bool acquired, bool single_attempt, bool cancelled,
+void AcquireCounting::count_acquire(MetricKind kind, SteadyTime started, bool acquired, bool single_attempt, bool cancelled,
                            const std::exception_ptr& error) noexcept {
   MetricCounters* const m = metrics_.get();
   if (m == nullptr) return;
@@ -34,7 +34,7 @@ void Engine::count_acquire(MetricKind kind, SteadyTime started, bool acquired, b
   m->acquire_ended(kind, result, std::chrono::steady_clock::now() - started);
 }
 
-void Engine::timed_wait_ended(bool forever, SteadyTime deadline) noexcept {
+void AcquireCounting::timed_wait_ended(bool forever, SteadyTime deadline) noexcept {
   if (metrics_ && (forever || std::chrono::steady_clock::now() < deadline)) metrics_->woke(WakeSource::kLeaseEnd);
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,12 @@ struct AcquireStep {
   Next next = Next::kGaveUp;
   std::chrono::microseconds wait{0};
 };
+
+// The wait rule of every request: `wait` as given (nullopt or about a
+// century: forever; <= 0: one attempt), and the step after a refusal whose
+// blocking holds end within `ttl_us` (kGaveUp past the deadline).
+void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt,
+              std::chrono::steady_clock::time_point& deadline);
+AcquireStep wait_step(bool forever, std::chrono::steady_clock::time_point deadline, std::int64_t ttl_us);
 
 }  // namespace dlock::details

@@ -139,7 +139,7 @@ ObserveRequest Elections::make_observe_request(std::string_view name, std::uint6
   r.name = std::string(name);
   r.owner = owner;
   r.after = after;
-  Engine::set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  set_wait(wait, r.forever, r.single_attempt, r.deadline);
   return r;
 }
 
@@ -168,7 +168,7 @@ ObserveStep Elections::observe_step(const ObserveRequest& r) {
   } else if (bells != nullptr) {
     bells->arm(key);  // parks an observer, which the next take interrupts
   }
-  s.step = Engine::wait_step(r.forever, r.deadline, ttl_us);
+  s.step = wait_step(r.forever, r.deadline, ttl_us);
   return s;
 }
 

@@ -32,7 +32,7 @@ SetRequest MultiLocks::make_request(const std::vector<std::string>& names, std::
   r.owner = owner;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(engine_.options().watchdog_timeout);
-  Engine::set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  set_wait(wait, r.forever, r.single_attempt, r.deadline);
   return r;
 }
 
@@ -116,7 +116,7 @@ AcquireStep MultiLocks::step(const SetRequest& r) {
       }
     }
   }
-  return Engine::wait_step(r.forever, r.deadline, a.ttl_us);  // until the first blocking lease ends
+  return wait_step(r.forever, r.deadline, a.ttl_us);  // until the first blocking lease ends
 }
 
 bool MultiLocks::acquire(const SetRequest& r, const std::atomic<bool>* interrupted) {
