@@ -9,6 +9,8 @@
 #   pmccabe loses its place at digit separators and lambdas);
 # - no file in src/ longer than 600 lines;
 # - each folder of src/ includes only itself and the folders below it;
+# - src/engine/ names no kind (Kind::k...: the engine knows kinds by their
+#   traits) and has no file of a primitive; engine.hpp is at most 250 lines;
 # - cli/ and bench/ include no header of src/ but api/tools.hpp.
 # Prints every breach and exits 1 if there is one.
 set -euo pipefail
@@ -67,6 +69,18 @@ for folder in src/*/; do
       breach "$file:$line: src/$folder includes $target/ (a higher layer or a sibling)"
   done < <(grep -rnoE '^#include "[a-z_]+/' "src/$folder" || true)
 done
+
+# The engine knows no primitive (docs/design.md, "Map").
+while IFS=: read -r file line _; do
+  breach "$file:$line: src/engine/ names a kind (give the kind a trait instead)"
+done < <(grep -rnE 'Kind::k[A-Z]' src/engine || true)
+for file in src/engine/*; do
+  case "$(basename "$file")" in
+    *election* | *multi* | *lock_set* | *fair* | *semaphore* | *read_write*) breach "$file: a primitive's file in src/engine/" ;;
+  esac
+done
+engine_header_lines=$(wc -l <src/engine/engine.hpp)
+[ "$engine_header_lines" -le 250 ] || breach "src/engine/engine.hpp is $engine_header_lines lines (at most 250)"
 
 # The dlock command and the benchmarks use the public API and one internal
 # header, api/tools.hpp (docs/design.md, "Source layout").
