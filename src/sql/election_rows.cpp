@@ -1,3 +1,4 @@
+#include "base/kinds_table.hpp"
 #include "sql/election_rows.hpp"
 
 #include <cppconn/prepared_statement.h>
@@ -8,7 +9,7 @@
 namespace dlock::details {
 
 ElectionRows::ElectionRows(const HoldRows& rows) : rows_(rows) {
-  const std::string where = " WHERE kind = 6 AND lock_name = ? AND slot = 0";
+  const std::string where = " WHERE kind = " + kind_sql(Kind::kElection) + " AND lock_name = ? AND slot = 0";
   read_sql_ = "SELECT " + fragments::live() +
               ", revision, fence, hold_id, value, machine_id, holder_host, holder_pid,"
               " DATE_FORMAT(acquired_at, '%Y-%m-%dT%H:%i:%s.%f'), TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), bell"
@@ -18,11 +19,11 @@ ElectionRows::ElectionRows(const HoldRows& rows) : rows_(rows) {
                   " AND hold_id = ? AND " + fragments::live();
   // The election's row and its parked observers, in one read.
   after_take_sql_ = "SELECT kind, slot, fence, hold_id, bell, " + fragments::live() + " FROM " + rows.quoted() +
-                    " WHERE (kind = 6 AND lock_name = ? AND slot = 0) OR (kind = 7 AND lock_name = ?)";
+                    " WHERE (kind = " + kind_sql(Kind::kElection) + " AND lock_name = ? AND slot = 0) OR (kind = " + kind_sql(Kind::kObserver) + " AND lock_name = ?)";
   park_sql_ = "INSERT INTO " + rows.quoted() +
               " (kind, lock_name, slot, hold_id, bell, expire_time) VALUES (7, ?, ?, ?, ?, NOW(6) + INTERVAL ? SECOND)"
               " ON DUPLICATE KEY UPDATE hold_id = ?, bell = ?, expire_time = NOW(6) + INTERVAL ? SECOND";
-  unpark_sql_ = "DELETE FROM " + rows.quoted() + " WHERE kind = 7 AND lock_name = ? AND slot = ? AND hold_id = ?";
+  unpark_sql_ = "DELETE FROM " + rows.quoted() + " WHERE kind = " + kind_sql(Kind::kObserver) + " AND lock_name = ? AND slot = ? AND hold_id = ?";
 }
 
 AfterElectionTake ElectionRows::read_after_take(Connection& c, std::string_view name, std::uint64_t hold_id) const {

@@ -38,6 +38,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "base/kinds_table.hpp"
 #include "base/known_rows.hpp"
 #include "base/micros.hpp"
 #include "base/printable.hpp"
@@ -233,7 +234,7 @@ class FairKind final : public HoldKind {
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "deleting this client's queue entries", [&] {
-        auto& ps = c.prepared("DELETE FROM " + e.rows().quoted() + " WHERE kind = 5 AND lock_name IN (" +
+        auto& ps = c.prepared("DELETE FROM " + e.rows().quoted() + " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name IN (" +
                               placeholders(bucket) + ") AND slot BETWEEN ? AND ? AND intent_expire <= NOW(6)");
         Binder b(ps);
         bind_texts(b, names, first, count, bucket);

@@ -1,4 +1,5 @@
 // The fair lock's statements (primitives/fair_lock/fair.cpp says what each one does).
+#include "base/kinds_table.hpp"
 #include "primitives/fair_lock/fair_statements.hpp"
 
 #include "sql/bells.hpp"
@@ -61,7 +62,7 @@ std::string granting(const std::string& when, const std::string& ring, const std
 
 FairStatements::FairStatements(const HoldRows& rows) {
   const std::string& q = rows.quoted();
-  const std::string head = " kind = 5 AND lock_name = ? AND slot = 0";
+  const std::string head = " kind = " + kind_sql(Kind::kFair) + " AND lock_name = ? AND slot = 0";
   make_head = "INSERT INTO " + q + " (kind, lock_name, slot) VALUES (5, ?, 0) ON DUPLICATE KEY UPDATE slot = slot";
   // Free (or its own earlier run) and nobody queued.
   take = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") + " WHERE" + head +
@@ -69,11 +70,11 @@ FairStatements::FairStatements(const HoldRows& rows) {
   // The same while the head's queue mark is ahead but no entry is live:
   // the mark is stale, and goes.
   const std::string first_live = "(SELECT slot FROM " + q +
-                                 " WHERE kind = 5 AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6)"
+                                 " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6)"
                                  " ORDER BY acquired_at, slot LIMIT 1)";
   checked_take = "UPDATE " + q + " h LEFT JOIN " + first_live + " w ON 1 = 1 SET " +
                  fragments::take_assignments("h.", "h.fence + 1") + ", h.intent_expire = " + kFairPast +
-                 " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0 AND (h.expire_time <= NOW(6) OR"
+                 " WHERE h.kind = " + kind_sql(Kind::kFair) + " AND h.lock_name = ? AND h.slot = 0 AND (h.expire_time <= NOW(6) OR"
                  " h.hold_id = ?) AND w.slot IS NULL";
   join = join_statement(q);
   // A queued waiter looks: the head (waiting for a release's commit) and
@@ -82,10 +83,11 @@ FairStatements::FairStatements(const HoldRows& rows) {
          ", h.hold_id, h.fence, TIMESTAMPDIFF(MICROSECOND, NOW(6), h.expire_time), IF(e.intent_expire >"
          " NOW(6), 1, 0) FROM " +
          q + " h LEFT JOIN " + q +
-         " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = ? AND e.hold_id = ? WHERE h.kind = 5"
+         " e ON e.kind = " + kind_sql(Kind::kFair) +
+         " AND e.lock_name = h.lock_name AND e.slot = ? AND e.hold_id = ? WHERE h.kind = " + kind_sql(Kind::kFair) +
          " AND h.lock_name = ? AND h.slot = 0 LOCK IN SHARE MODE";
   const std::string queue = "UPDATE " + q + " h LEFT JOIN " + first_live + " f ON 1 = 1 LEFT JOIN " + q +
-                            " e ON e.kind = 5 AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
+                            " e ON e.kind = " + kind_sql(Kind::kFair) + " AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
   // The release with a queue: granted to the first live entry, else freed
   // (and the stale queue mark cleared). A ringing release moves its
   // session to the next bell; an entry that joined on that session recorded
@@ -96,24 +98,24 @@ FairStatements::FairStatements(const HoldRows& rows) {
                   granting("e.slot IS NOT NULL", ring != 0 ? std::string(" + ") + kRingTerm : "",
                            ring != 0 ? "IF(e.bell = ?, ?, e.bell)" : "e.bell") +
                   ", h.intent_expire = IF(e.slot IS NULL, " + kFairPast +
-                  ", h.intent_expire) WHERE h.kind = 5"
+                  ", h.intent_expire) WHERE h.kind = " + kind_sql(Kind::kFair) +
                   " AND h.lock_name = ? AND h.slot = 0 AND h.hold_id = ? AND " +
                   fragments::live("h.");
   }
   // The first waiter takes a free head itself (it was freed, or its
   // holder's lease ran out, with nobody granted).
   take_first = queue + granting("e.slot IS NOT NULL", "", "e.bell") +
-               " WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0"
+               " WHERE h.kind = " + kind_sql(Kind::kFair) + " AND h.lock_name = ? AND h.slot = 0"
                " AND h.expire_time <= NOW(6) AND e.slot = ? AND e.hold_id = ?";
   quiet_free[0] = "UPDATE " + q + " SET " + fragments::free_assignments() + " WHERE" + head + " AND hold_id = ? AND " +
                   fragments::live() + " AND intent_expire <= NOW(6)";
   quiet_free[1] = "UPDATE " + q + " SET state = " + kRingTerm + ", " + fragments::free_assignments() + " WHERE" + head +
                   " AND hold_id = ? AND " + fragments::live() + " AND intent_expire <= NOW(6)";
   leave = "UPDATE " + q + " SET intent_expire = " + kFairPast +
-          " WHERE kind = 5 AND lock_name = ? AND slot = ? AND hold_id = ? AND intent_expire > NOW(6)";
+          " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name = ? AND slot = ? AND hold_id = ? AND intent_expire > NOW(6)";
   // The release's grant, whoever holds the head.
   force_grant = queue + granting("e.slot IS NOT NULL", "", "e.bell") + ", h.intent_expire = IF(e.slot IS NULL, " +
-                kFairPast + ", h.intent_expire) WHERE h.kind = 5 AND h.lock_name = ? AND h.slot = 0 AND " +
+                kFairPast + ", h.intent_expire) WHERE h.kind = " + kind_sql(Kind::kFair) + " AND h.lock_name = ? AND h.slot = 0 AND " +
                 fragments::live("h.");
   // The poll of a waiting client: its entries renewed where the head is
   // held, so an entry not renewed tells it to look (granted to it, or the
@@ -121,12 +123,12 @@ FairStatements::FairStatements(const HoldRows& rows) {
   // died). While the head stays free an entry is still renewed once its
   // mark has less than `margin` left, so it is never passed over for that.
   renew_entries = "UPDATE " + q + " e JOIN " + q +
-                  " h ON h.kind = 5 AND h.lock_name = e.lock_name AND h.slot = 0"
-                  " SET e.intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE e.kind = 5 AND e.slot BETWEEN ? AND ?"
+                  " h ON h.kind = " + kind_sql(Kind::kFair) + " AND h.lock_name = e.lock_name AND h.slot = 0"
+                  " SET e.intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE e.kind = " + kind_sql(Kind::kFair) + " AND e.slot BETWEEN ? AND ?"
                   " AND e.intent_id = ? AND e.intent_expire > NOW(6) AND (h.expire_time > NOW(6) OR"
                   " e.intent_expire < NOW(6) + INTERVAL ? MICROSECOND) AND e.lock_name IN (";
   place = "SELECT slot, hold_id FROM " + q +
-          " WHERE kind = 5 AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6) ORDER BY acquired_at, slot";
+          " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6) ORDER BY acquired_at, slot";
 }
 
 }  // namespace dlock::details

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "base/kinds_table.hpp"
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "engine/engine.hpp"
@@ -179,7 +180,7 @@ class WriteKind final : public HoldKind {
     }
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "deleting this client's writer marks", [&] {
-        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = 3 AND slot = ? AND lock_name IN (" +
+        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kWrite) + " AND slot = ? AND lock_name IN (" +
                               placeholders(bucket) + ")");
         Binder b(ps);
         b.u64(e.client_key());
@@ -358,7 +359,7 @@ class ReadKind final : public HoldKind {
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "deleting this client's reader slots", [&] {
-        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = 4 AND lock_name IN (" + placeholders(bucket) +
+        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kRead) + " AND lock_name IN (" + placeholders(bucket) +
                               ") AND slot BETWEEN ? AND ? AND expire_time <= NOW(6)");
         Binder b(ps);
         bind_texts(b, names, first, count, bucket);

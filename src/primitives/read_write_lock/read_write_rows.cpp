@@ -1,5 +1,6 @@
 // The read-write lock's statements and the reads and repairs both of its
 // sides use (primitives/read_write_lock/read_write_rows.hpp).
+#include "base/kinds_table.hpp"
 #include "primitives/read_write_lock/read_write_rows.hpp"
 
 #include <cppconn/prepared_statement.h>
@@ -15,16 +16,16 @@
 namespace dlock::details {
 
 ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
-  const std::string h = " h.kind = 3 AND h.lock_name = ? AND h.slot = 0";
+  const std::string h = " h.kind = " + kind_sql(Kind::kWrite) + " AND h.lock_name = ? AND h.slot = 0";
   // The live reads of the head's name, as an anti-join: a row of r joined
   // means a read is live (the head is still updated once, however many join).
   const std::string live_reads =
-      " LEFT JOIN " + q + " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
+      " LEFT JOIN " + q + " r ON r.kind = " + kind_sql(Kind::kRead) + " AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
   // A write is taken at once while no read was taken since the last write
   // (read_taken = 0: one row, one table); else by looking at the reads
   // themselves, which clears read_taken when none is live.
   take_write = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 2") +
-               " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND (expire_time <= NOW(6) OR hold_id = ?) AND"
+               " WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = 0 AND (expire_time <= NOW(6) OR hold_id = ?) AND"
                " read_taken = 0";
   take_write_past_reads = "UPDATE " + q + " h" + live_reads + " SET " +
                           fragments::take_assignments("h.", "h.fence + 2") + ", h.read_taken = 0 WHERE" + h +
@@ -32,14 +33,14 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   // A read taken under the write (a downgrade) keeps the write from being
   // handed on.
   hand_over_write = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 2) +
-                    " WHERE kind = 3 AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " + fragments::live() +
+                    " WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " + fragments::live() +
                     " AND read_taken = 0";
   // A waiting writer's mark: its client's row, live while it waits.
   mark = "INSERT INTO " + q + " (kind, lock_name, slot, owner_id, machine_id, holder_host, holder_pid, acquired_at,"
          " expire_time) VALUES (3, ?, ?, 0, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY"
          " UPDATE acquired_at = IF(expire_time > NOW(6), acquired_at, NOW(6)),"
          " expire_time = NOW(6) + INTERVAL ? MICROSECOND";
-  unmark = "UPDATE " + q + " SET expire_time = acquired_at WHERE kind = 3 AND lock_name = ? AND slot = ?";
+  unmark = "UPDATE " + q + " SET expire_time = acquired_at WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = ?";
   // The head's intent_expire says until when some writer's mark is live,
   // so a read take looks at one row, not at every mark: a mark raises it
   // (before making its row), an unmark sets it to the latest mark row
@@ -47,9 +48,9 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   // unmark that misses a concurrent first mark holds readers back again at
   // that writer's next poll at the latest.
   mark_head = "UPDATE " + q + " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE"
-              " kind = 3 AND lock_name = ? AND slot = 0";
+              " kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = 0";
   unmark_head = "UPDATE " + q + " h JOIN (SELECT COALESCE(MAX(expire_time), '1970-01-02 00:00:00') AS until FROM " + q +
-                " WHERE kind = 3 AND lock_name = ? AND slot > 0 AND expire_time > NOW(6)) marks SET h.intent_expire ="
+                " WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot > 0 AND expire_time > NOW(6)) marks SET h.intent_expire ="
                 " marks.until WHERE" + h;
   const std::string marks_ttl =
       "IF(h.intent_expire > NOW(6), TIMESTAMPDIFF(MICROSECOND, NOW(6), h.intent_expire), NULL)";
@@ -59,15 +60,15 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   // taken sets read_taken, so the next write looks at the reads. Only the
   // slot row gets the hold. Assignments read only columns no assignment
   // changes (neither server promises an order for them).
-  take_read = "UPDATE " + q + " h JOIN " + q + " r ON r.kind = 4 AND r.lock_name = h.lock_name AND r.slot = ? SET"
+  take_read = "UPDATE " + q + " h JOIN " + q + " r ON r.kind = " + kind_sql(Kind::kRead) + " AND r.lock_name = h.lock_name AND r.slot = ? SET"
               " h.read_taken = 1, " + fragments::take_assignments("r.", "h.fence + 1") + " WHERE" + h +
               " AND (r.expire_time <= NOW(6) OR r.hold_id = ?) AND ((h.expire_time <= NOW(6) AND h.intent_expire <="
               " NOW(6)) OR (h.hold_id = ? AND h.expire_time > NOW(6)))";
-  const std::string reads = " FROM " + q + " r WHERE r.kind = 4 AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
+  const std::string reads = " FROM " + q + " r WHERE r.kind = " + kind_sql(Kind::kRead) + " AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
   head = "SELECT " + fragments::row_columns("h.") + ", (SELECT COUNT(*)" + reads +
          "), (SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), r.expire_time))" + reads + "), (SELECT COUNT(*)" + reads +
          " AND r.hold_id >> 48 <> ? AND r.bell <> ''), " + marks_ttl + " FROM " + q + " h WHERE" + h;
-  poll = "SELECT h.lock_name, h.expire_time > NOW(6), (SELECT COUNT(*)" + reads + "), h.intent_expire > NOW(6) FROM " + q + " h WHERE h.kind = 3 AND h.slot = 0 AND h.lock_name IN (";
+  poll = "SELECT h.lock_name, h.expire_time > NOW(6), (SELECT COUNT(*)" + reads + "), h.intent_expire > NOW(6) FROM " + q + " h WHERE h.kind = " + kind_sql(Kind::kWrite) + " AND h.slot = 0 AND h.lock_name IN (";
 }
 
 ReadWriteRows::Head ReadWriteRows::read_head(Engine& e, std::string_view name) const {

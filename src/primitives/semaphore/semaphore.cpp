@@ -14,6 +14,7 @@
 
 #include <mutex>
 
+#include "base/kinds_table.hpp"
 #include "base/micros.hpp"
 #include "engine/engine.hpp"
 #include "primitives/kinds.hpp"
@@ -43,7 +44,7 @@ class SemaphoreKind final : public HoldKind {
   explicit SemaphoreKind(const HoldRows& rows) : HoldKind(semaphore_traits()) {
     const std::string& q = rows.quoted();
     take_sql_ = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") +
-                ", bound = ? WHERE kind = 2 AND lock_name = ? AND slot < ? AND expire_time <= NOW(6)"
+                ", bound = ? WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name = ? AND slot < ? AND expire_time <= NOW(6)"
                 " ORDER BY slot LIMIT 1";
     // Slots are numbered 0, 1, ... as they are added; two clients adding
     // the same one meet at the primary key (a duplicate-key error: take
@@ -53,15 +54,15 @@ class SemaphoreKind final : public HoldKind {
                 " (kind, lock_name, slot, fence, state, watchdog, owner_id, hold_id, machine_id, holder_host,"
                 " holder_pid, acquired_at, expire_time, bell, waiters, bound) SELECT 2, ?, COALESCE(MAX(slot) + 1, 0),"
                 " 1, ?, ?, ?, ?, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND, ?, 0, ? FROM " + q +
-                " WHERE kind = 2 AND lock_name = ? HAVING COALESCE(MAX(slot) + 1, 0) < ?";
+                " WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name = ? HAVING COALESCE(MAX(slot) + 1, 0) < ?";
     // Same slot: the waiter's permit under a new hold, fence moved on.
     hand_over_sql_ = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 1) + ", bound = ?"
-                     " WHERE kind = 2 AND lock_name = ? AND hold_id IN (?, ?) AND " + fragments::live();
+                     " WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name = ? AND hold_id IN (?, ?) AND " + fragments::live();
     use_sql_ = "SELECT COUNT(*), MIN(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time)),"
-               " SUM(hold_id >> 48 <> ? AND bell <> '') FROM " + q + " WHERE kind = 2 AND lock_name = ? AND " +
+               " SUM(hold_id >> 48 <> ? AND bell <> '') FROM " + q + " WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name = ? AND " +
                fragments::live();
     poll_sql_ = "SELECT lock_name, SUM(" + fragments::live() + ") FROM " + q +
-                " WHERE kind = 2 AND lock_name IN (";
+                " WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name IN (";
   }
 
   Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
