@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
-#include <stdexcept>
 
 #include "base/micros.hpp"
 #include "base/printable.hpp"
@@ -304,8 +303,6 @@ void Engine::free_quietly(HoldKind& k, const RowKey& row, std::uint64_t hold_id)
 }
 
 void Engine::free_rows(const std::vector<std::pair<NameKey, Hold>>& last) {
-  for (const auto& [key, hold] : last)
-    if (kind(key.kind).traits.frees_alone) throw std::logic_error("dlock: free_rows of a kind that frees alone");
   // One statement per bell session (holds taken together share one).
   std::map<std::uint64_t, std::vector<std::size_t>> by_session;
   for (std::size_t i = 0; i < last.size(); ++i) by_session[last[i].second.bell_session].push_back(i);

@@ -66,7 +66,10 @@ class ElectionKind final : public LockKind {
     views_.insert_or_assign(std::string(name), view);
   }
 
-  void poll_ended() override { polled_views_ = std::move(views_), views_.clear(); }
+  void poll_ended() override {
+    polled_views_ = std::move(views_);
+    views_.clear();
+  }
 
  private:
   // Interrupts the parked observers' waits and removes their rows, on the
