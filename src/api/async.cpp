@@ -7,10 +7,8 @@
 #include "base/identity.hpp"
 #include "base/kinds_table.hpp"
 #include "dlock/asio.hpp"
-#include "engine/async_acquire.hpp"
+#include "engine/async_wait.hpp"
 #include "engine/engine.hpp"
-#include "primitives/election/async_observe.hpp"
-#include "primitives/multi_lock/async_set_acquire.hpp"
 #include "primitives/primitives.hpp"
 #include "runtime/worker_threads.hpp"
 
@@ -37,8 +35,8 @@ namespace asio_impl {
 
 using details::AcquireRequest;
 using details::AsyncAccess;
-using details::AsyncAcquire;
 using details::Engine;
+using details::Wait;
 
 // A cancellation slot's view of one operation. The operation's end sets
 // `done` (under the mutex) before its completion runs, and the engine
@@ -83,16 +81,13 @@ void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
 }
 
 // Validates and fixes the request now (`make` throws std::invalid_argument
-// for bad input, delivered through the completion), then starts it with
-// `Driver` (AsyncAcquire, AsyncSetAcquire for a MultiLock, AsyncObserve for
-// an election's observer) on `target` (the engine, or the primitive's
-// object the driver runs over).
-template <class Driver = AsyncAcquire, class Target = Engine, class MakeRequest>
-void start_acquire(Engine& engine, Target& target, std::unique_ptr<AsyncCompletion> completion,
-                   std::shared_ptr<CancellationState> cancel, MakeRequest&& make) {
-  decltype(make()) request;
+// for bad input, delivered through the completion), and starts its Wait.
+template <class MakeWait>
+void start_wait(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel,
+                MakeWait&& make) {
+  std::unique_ptr<Wait> wait;
   try {
-    request = make();
+    wait = make();
   } catch (...) {
     if (cancel) {
       std::lock_guard<std::mutex> guard(cancel->mutex);
@@ -108,13 +103,19 @@ void start_acquire(Engine& engine, Target& target, std::unique_ptr<AsyncCompleti
       cancel->done = true;
     };
   }
-  const std::uint64_t id = Driver::start(target, std::move(request), std::move(completion), std::move(on_end));
+  const std::uint64_t id =
+      details::AsyncWait::start(engine, std::move(wait), std::move(completion), std::move(on_end));
   if (!cancel || id == 0) return;
   std::lock_guard<std::mutex> guard(cancel->mutex);
   if (cancel->done) return;
   cancel->engine = &engine;
   cancel->id = id;
   if (cancel->requested) engine.async().cancel_one(id);
+}
+
+// An acquire request's Wait.
+std::unique_ptr<Wait> acquire_wait(Engine& engine, AcquireRequest request) {
+  return std::make_unique<details::OwnedAcquireWait>(engine, std::move(request));
 }
 
 // Runs `release` on a worker, then completes.
@@ -145,8 +146,8 @@ void start_release(Engine& engine, std::unique_ptr<AsyncCompletion> completion, 
 void start_async_lock(const Lock& lock, std::optional<Millis> lease, std::optional<Millis> wait,
                       std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   Engine& engine = AsyncAccess::engine(lock);
-  start_acquire(engine, engine, std::move(completion), std::move(cancel), [&] {
-    return engine.make_request(AsyncAccess::key(lock), AsyncAccess::owner(lock), lease, wait);
+  start_wait(engine, std::move(completion), std::move(cancel), [&] {
+    return acquire_wait(engine, engine.make_request(AsyncAccess::key(lock), AsyncAccess::owner(lock), lease, wait));
   });
 }
 
@@ -161,8 +162,8 @@ void start_async_unlock(const Lock& lock, std::unique_ptr<AsyncCompletion> compl
 void start_async_lock(const MultiLock& set, std::optional<Millis> lease, std::optional<Millis> wait,
                       std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   details::MultiLocks& locks = AsyncAccess::locks(set);
-  start_acquire<details::AsyncSetAcquire>(locks.engine(), locks, std::move(completion), std::move(cancel), [&] {
-    return locks.make_request(set.names(), AsyncAccess::owner(set), lease, wait);
+  start_wait(locks.engine(), std::move(completion), std::move(cancel), [&] {
+    return std::make_unique<details::SetWait>(locks, locks.make_request(set.names(), AsyncAccess::owner(set), lease, wait));
   });
 }
 
@@ -232,32 +233,33 @@ void start_async_campaign(const Election& election, std::string_view value,
     return;
   }
   auto wrapped = std::make_unique<TermCompletion>(elections, name, owner, std::move(completion));
-  start_acquire(engine, engine, std::move(wrapped), std::move(cancel), [&] {
+  start_wait(engine, std::move(wrapped), std::move(cancel), [&] {
     details::AcquireRequest r = engine.make_request(key, owner, std::nullopt, std::nullopt);
     if (value.size() > details::kMaxElectionValue)
       throw std::invalid_argument("dlock: an election's value is at most 64 KiB (" + std::to_string(value.size()) +
                                   " bytes given)");
     r.value = std::string(value);
-    return r;
+    return acquire_wait(engine, std::move(r));
   });
 }
 
 void start_async_observe(const Election& election, std::uint64_t after_revision,
                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   details::Elections& elections = AsyncAccess::elections(election);
-  start_acquire<details::AsyncObserve>(elections.engine(), elections, std::move(completion), std::move(cancel), [&] {
-    return elections.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election), after_revision,
-                                       std::nullopt);
+  start_wait(elections.engine(), std::move(completion), std::move(cancel), [&] {
+    return std::make_unique<details::ObserveWait>(
+        elections, elections.make_observe_request(AsyncAccess::name(election), AsyncAccess::owner(election),
+                                                  after_revision, std::nullopt));
   });
 }
 
 void start_async_acquire(const Semaphore& semaphore, std::optional<Millis> lease, std::optional<Millis> wait,
                          std::unique_ptr<AsyncCompletion> completion, std::shared_ptr<CancellationState> cancel) {
   Engine& engine = AsyncAccess::engine(semaphore);
-  start_acquire(engine, engine, std::move(completion), std::move(cancel), [&] {
+  start_wait(engine, std::move(completion), std::move(cancel), [&] {
     if (AsyncAccess::permits(semaphore) == 0) throw std::invalid_argument("dlock: a semaphore's permits must be 1..100000");
-    return engine.make_request(details::NameKeyView{details::Kind::kSemaphore, AsyncAccess::name(semaphore)},
-                               details::new_owner_id(), lease, wait, AsyncAccess::permits(semaphore));
+    return acquire_wait(engine, engine.make_request(details::NameKeyView{details::Kind::kSemaphore, AsyncAccess::name(semaphore)},
+                                                    details::new_owner_id(), lease, wait, AsyncAccess::permits(semaphore)));
   });
 }
 

@@ -1,6 +1,6 @@
-// What metrics() counts of acquire calls, the same for every driver: the
-// synchronous ones wrap their uncounted loop in counted(); the asynchronous
-// ones call count_acquire from their completion. A call that waits is a
+// What metrics() counts of acquire calls, the same for both drivers: the
+// blocking one (Engine::wait) wraps its loop in counted(); the asynchronous
+// one calls count_acquire from its completion. A call that waits is a
 // CountedWait from its first refusal to its end (a gauge).
 //
 // The engine is one (engine.hpp); the counters are null with

@@ -1,4 +1,4 @@
-// Acquire: one attempt (attempt_step) and the blocking driver (drive).
+// Acquire: one attempt (attempt_step) and its Wait (AcquireWait).
 #include <spdlog/spdlog.h>
 
 #include "base/micros.hpp"
@@ -13,11 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
 
-
-// A wait longer than this (about a century) means "forever": it cannot be
-// added to a steady_clock time without overflow, and nobody means it.
-constexpr Millis kForever = std::chrono::hours(24 * 365 * 100);
-
 }  // namespace
 
 AcquireRequest Engine::make_request(NameKeyView key, std::uint64_t owner, std::optional<Millis> lease,
@@ -30,7 +25,7 @@ AcquireRequest Engine::make_request(NameKeyView key, std::uint64_t owner, std::o
   r.bound = bound;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(options_.watchdog_timeout);
-  set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  static_cast<WaitRule&>(r) = WaitRule::of(wait);
   HoldKind& k = kind(key.kind);
   if (!holds_.find(key, owner)) k.check(*this, r);
   return r;
@@ -63,27 +58,7 @@ AcquireStep Engine::attempt_step(const AcquireRequest& r) {
       bells_->settled(r.key);
     }
   }
-  return wait_step(r.forever, r.deadline, refused->ttl_us);
-}
-
-void set_wait(std::optional<Millis> wait, bool& forever, bool& single_attempt, SteadyTime& deadline) {
-  forever = !wait.has_value() || *wait >= kForever;
-  single_attempt = !forever && *wait <= Millis::zero();
-  if (!forever) deadline = Clock::now() + *wait;
-}
-
-AcquireStep wait_step(bool forever, SteadyTime deadline, std::int64_t ttl_us) {
-  AcquireStep step;  // kGaveUp
-  // One millisecond past the blocking lease's end, so the retry finds it over.
-  Micros wait = Micros(std::max<std::int64_t>(0, ttl_us) + 1000);
-  if (!forever) {
-    const auto left = std::chrono::duration_cast<Micros>(deadline - Clock::now());
-    if (left <= Micros::zero()) return step;
-    wait = std::min(wait, left);
-  }
-  step.next = AcquireStep::Next::kWait;
-  step.wait = wait;
-  return step;
+  return r.after_refusal(refused->ttl_us);
 }
 
 std::optional<HoldKind::Refusal> Engine::attempt(HoldKind& k, const AcquireRequest& r) {
@@ -184,68 +159,34 @@ void Engine::waiting_ended(const NameKey& key, bool acquired) {
 }
 
 AcquireStep Engine::drive(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
-  return counted(metric_kind(request.key.kind), request.single_attempt, interrupted,
-                 [&] { return drive_uncounted(request, interrupted); });
+  AcquireWait w(*this, request);
+  return wait(w, interrupted);
 }
 
-AcquireStep Engine::drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted) {
-  if (request.single_attempt) return attempt_step(request);
-  if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
-  // The first attempt runs unsubscribed, so an uncontended acquire (the
-  // usual case) never touches the waiter registry. A wake that lands
-  // between its refusal and the subscription would be lost, but it shows
-  // as a change of the registry's wake count: then the next attempt comes
-  // at once.
-  const std::uint64_t wakes_before = waiters_.wakes();
-  AcquireStep step;
-  struct RequestEnded {
-    Engine& engine;
-    const AcquireRequest& request;
-    const AcquireStep& step;
-    ~RequestEnded() {
-      engine.kind(request.key.kind).request_ended(engine, request, step.next == AcquireStep::Next::kAcquired);
-    }
-  } request_ended{*this, request, step};
-  step = attempt_step(request);
-  if (step.next == AcquireStep::Next::kAcquired) return step;
-  struct WaitingEnded {
-    Engine& engine;
-    const NameKey& key;
-    const AcquireStep& step;
-    ~WaitingEnded() { engine.waiting_ended(key, step.next == AcquireStep::Next::kAcquired); }
-  } waiting_ended{*this, request.key, step};  // also disarms what a refused attempt armed
-  if (step.next != AcquireStep::Next::kWait) return step;
-  if (refused_before_subscribing) refused_before_subscribing();
-  // From here on, a release that lands between a refused attempt and the
-  // wait leaves a permit, so no wake is lost.
-  WaiterRegistry::Subscription subscription(waiters_, request.key);
-  const CountedWait counted(metrics_.get(), metric_kind(request.key.kind));
-  waiting_started(request);
-  bool try_now = waiters_.wakes() != wakes_before;
-  const bool claimable = kind(request.key.kind).traits.hands_over;
-  for (;;) {
-    if (try_now) {
-      try_now = false;
-      if (interrupted != nullptr && interrupted->load()) return AcquireStep{};
-      step = attempt_step(request);
-      if (step.next != AcquireStep::Next::kWait) return step;
-    }
-    try_now = true;
-    if (!claimable) {
-      if (!subscription.wait_for(step.wait)) timed_wait_ended(request.forever, request.deadline);
-    } else {
-      switch (subscription.wait_claimable(step.wait, &request, interrupted)) {
-        case WaiterRegistry::Subscription::Woken::kGranted:
-          step.next = AcquireStep::Next::kAcquired;
-          return step;
-        case WaiterRegistry::Subscription::Woken::kTimedOut:
-          timed_wait_ended(request.forever, request.deadline);
-          break;
-        case WaiterRegistry::Subscription::Woken::kWoken:
-          break;
-      }
-    }
-  }
+AcquireWait::AcquireWait(Engine& engine, const AcquireRequest& request)
+    : Wait(Listen::kTake, request, request.owner, metric_kind(request.key.kind),
+           "dlock: the wait was cancelled before the lock was acquired"),
+      engine_(engine),
+      request_(request) {}
+
+AcquireStep AcquireWait::step() {
+  const AcquireStep step = engine_.attempt_step(request_);
+  if (step.next != AcquireStep::Next::kAcquired && !request_.single_attempt) waited_ = true;
+  return step;
+}
+
+void AcquireWait::started() {
+  waited_ = true;
+  engine_.waiting_started(request_);
+}
+
+void AcquireWait::ended(bool done) {
+  if (waited_) engine_.waiting_ended(request_.key, done);
+  engine_.kind(request_.key.kind).request_ended(engine_, request_, done);
+}
+
+const void* AcquireWait::handoff_request() const {
+  return engine_.kind(request_.key.kind).traits.hands_over ? &request_ : nullptr;
 }
 
 }  // namespace dlock::details

@@ -1,10 +1,10 @@
 // The engine behind DatabaseDistributedLock: one for every kind of hold.
 // A kind (engine/hold_kind.hpp) brings its statements and its rule of who
 // may have a hold; the engine does the rest, once for all kinds: attempt
-// and blocking driver (attempt.cpp), release and handoff (release.cpp),
-// poll (background.cpp), the one loss path (note_lost), and, from the parts
-// it is made of, the unknown-outcome rules, the watchdog, waiting marks,
-// the counting of acquire calls, owner stripes, identity and tuning.
+// (attempt.cpp), the drivers of every wait (wait.cpp, async_wait.cpp),
+// release and handoff (release.cpp), poll (background.cpp), the one loss
+// path (note_lost), and, from its parts, the unknown-outcome rules, the
+// watchdog, waiting marks, counting, owner stripes, identity and tuning.
 // docs/design.md, "Map", walks one lock() and one unlock() through it.
 // Each call runs under a CallBudget of io_timeout (all its retries).
 #pragma once
@@ -79,10 +79,13 @@ class Engine : public ClientIdentity,
   // One attempt, and what to do next. Throws LockLostError, BackendError,
   // and what the kind's check throws.
   AcquireStep attempt_step(const AcquireRequest& request);
-  // The blocking driver. `interrupted` (may be null) is checked at every
-  // wake-up; once true the wait gives up at the next one (interrupt_waits
-  // wakes them). Returns the last step (kAcquired or kGaveUp).
+  // The blocking driver of every wait (wait.cpp). `interrupted` (may be
+  // null) is checked at every wake-up; once true the wait gives up at the
+  // next one (interrupt_waits wakes them). Returns the last step (kAcquired
+  // or kGaveUp). drive() waits for an acquire request.
+  AcquireStep wait(Wait& wait, const std::atomic<bool>* interrupted = nullptr);
   AcquireStep drive(const AcquireRequest& request, const std::atomic<bool>* interrupted = nullptr);
+  void wait_ended(Wait& wait, bool done) noexcept;  // its ended(), logged if it throws
   // Releases one hold of `owner` on `key`; the last leaves the name taken
   // until `at_least` after the grant (server clock). NotHeldError (before
   // any SQL) when there is none; never throws for database trouble.
@@ -181,14 +184,12 @@ class Engine : public ClientIdentity,
 
   // Everything counted, with the gauges read now (metrics.cpp).
   Metrics metrics() const;
-
   ConnectionPool& pool() { return pool_; }
 
  private:
   // One attempt: nullopt when it acquired, else what refused it.
   std::optional<HoldKind::Refusal> attempt(HoldKind& k, const AcquireRequest& r);
-  // drive() without the counting.
-  AcquireStep drive_uncounted(const AcquireRequest& request, const std::atomic<bool>* interrupted);
+  AcquireStep wait_uncounted(Wait& wait, const std::atomic<bool>* interrupted);
   bool reenter(HoldKind& k, const AcquireRequest& r, const Hold& local);
   enum class Handoff { kHanded, kLost, kDeclined };
   void claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim);

@@ -143,8 +143,8 @@ class HoldKind {
   // left.
   virtual void waiting_started(Engine&, const AcquireRequest&) {}
   virtual void waiting_ended(Engine&, const NameKey&) {}
-  // A request that may have waited ended (acquired, gave up, cancelled or
-  // failed), whichever driver ran it: what it left in the database for its
+  // A request ended (acquired, gave up, cancelled or failed), whichever
+  // driver ran it: what it left in the database for its
   // wait goes (traits.queues: its queue entry).
   virtual void request_ended(Engine&, const AcquireRequest&, bool /*acquired*/) {}
 

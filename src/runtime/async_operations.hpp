@@ -8,7 +8,7 @@
 // WorkerThreads), and the DeadlineQueue's thread, started by the first
 // asynchronous call: a client used only synchronously starts none. A
 // pending wait holds no worker: it is parked in the WaiterRegistry with an
-// entry in the DeadlineQueue (AsyncAcquire).
+// entry in the DeadlineQueue (AsyncWait).
 //
 // Shutdown (the client's destructor, first thing): no new operation starts
 // (each completes with Cancelled), every pending one is cancelled, and the

@@ -1,9 +1,8 @@
 // A WaiterRegistry::Watcher that a blocked thread waits on: told of every
 // wake of the names it watches, and sticky, so a wake that lands between a
 // look at the database and the wait is not lost (clear() before the look,
-// wait_for() after it). Used by the synchronous drivers that watch rather
-// than subscribe: a set of names waited for together, an election's
-// observer.
+// wait_for() after it). The blocking driver's watchers wait on one (a set
+// of names waited for together, an election's observer).
 #pragma once
 
 #include <chrono>

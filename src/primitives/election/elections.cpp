@@ -26,7 +26,6 @@
 #include "base/printable.hpp"
 #include "base/validation.hpp"
 #include "primitives/election/elections.hpp"
-#include "wakeup/sticky_wake.hpp"
 
 namespace dlock::details {
 
@@ -139,7 +138,7 @@ ObserveRequest Elections::make_observe_request(std::string_view name, std::uint6
   r.name = std::string(name);
   r.owner = owner;
   r.after = after;
-  set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  static_cast<WaitRule&>(r) = WaitRule::of(wait);
   return r;
 }
 
@@ -157,7 +156,7 @@ ObserveStep Elections::observe_step(const ObserveRequest& r) {
   BellWatcher* bells = engine_.bells();
   if (!row.live && bells != nullptr) {  // also an election never used yet: its first campaign may be on its way
     // Pauses of half the time since it was first seen leaderless: about ten
-    // looks within kHandoverWatch (wait_step adds a millisecond to each).
+    // looks within kHandoverWatch (after_refusal adds a millisecond to each).
     const Micros age = leaderless_for(r.name, row.view_revision());
     if (age < kHandoverWatch) ttl_us = std::max<std::int64_t>(0, (age / 2).count() - 1000);
   }
@@ -168,7 +167,7 @@ ObserveStep Elections::observe_step(const ObserveRequest& r) {
   } else if (bells != nullptr) {
     bells->arm(key);  // parks an observer, which the next take interrupts
   }
-  s.step = wait_step(r.forever, r.deadline, ttl_us);
+  s.step = r.after_refusal(ttl_us);
   return s;
 }
 
@@ -188,19 +187,20 @@ Micros Elections::leaderless_for(std::string_view name, std::uint64_t revision) 
 }
 
 std::optional<ElectionRow> Elections::observe(const ObserveRequest& r, const std::atomic<bool>* interrupted) {
-  if (r.single_attempt) return observe_step(r).row;
-  // Watching from before the first look: a change between a look and the
-  // wait leaves the wake set.
-  const auto wake = std::make_shared<StickyWake>();
-  const WaiterRegistry::Watch watch(engine_.waiters(), key(r.name), wake);
-  for (;;) {
-    if (interrupted != nullptr && interrupted->load()) return std::nullopt;
-    wake->clear();
-    ObserveStep s = observe_step(r);
-    if (s.row) return s.row;
-    if (s.step.next != AcquireStep::Next::kWait) return std::nullopt;
-    wake->wait_for(s.step.wait);
-  }
+  ObserveWait w(*this, r);
+  engine_.wait(w, interrupted);
+  return std::move(w.row());
+}
+
+AcquireStep ObserveWait::step() {
+  ObserveStep s = elections_.observe_step(request_);
+  if (s.row) row_ = std::move(s.row);
+  return s.step;
+}
+
+std::uint64_t ObserveWait::deliver(asio_impl::AsyncCompletion& completion) {
+  completion.set_view(to_leader_view(*row_));
+  return 1;
 }
 
 }  // namespace dlock::details

@@ -16,21 +16,21 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "base/string_map.hpp"
+#include "dlock/asio.hpp"
 #include "engine/engine.hpp"
+#include "engine/wait.hpp"
 #include "sql/election_rows.hpp"
 
 namespace dlock::details {
 
 // Observing an election: the row once its view revision is above `after`.
-struct ObserveRequest {
+struct ObserveRequest : WaitRule {
   std::string name;
   std::uint64_t owner = 0;  // for cancel(owner)
   std::uint64_t after = 0;
-  bool single_attempt = false;
-  bool forever = false;
-  SteadyTime deadline{};
 };
 
 struct ObserveStep {
@@ -68,10 +68,9 @@ class Elections {
   ElectionRow row(std::string_view name);
 
   // Observers. One look (observe_step) says what to do next, as
-  // Engine::attempt_step does; observe() is the blocking driver (nullopt:
-  // `wait` passed, or `interrupted`), AsyncObserve the asynchronous one. A
-  // driver watches (Kind::kElection, name) in the waiter registry from
-  // before its first look.
+  // Engine::attempt_step does; an ObserveWait watches (Kind::kElection,
+  // name) from before its first look. observe() waits for one
+  // (Engine::wait; nullopt: `wait` passed, or `interrupted`).
   ObserveRequest make_observe_request(std::string_view name, std::uint64_t owner, std::uint64_t after,
                                       std::optional<Millis> wait) const;
   ObserveStep observe_step(const ObserveRequest& request);
@@ -89,6 +88,25 @@ class Elections {
   // revision and when it was first seen.
   std::mutex leaderless_mutex_;
   StringMap<std::pair<std::uint64_t, SteadyTime>> leaderless_seen_;
+};
+
+// An observer's Wait: a watcher of the election's name; done with the row.
+class ObserveWait final : public Wait {
+ public:
+  ObserveWait(Elections& elections, ObserveRequest request)
+      : Wait(Listen::kWatch, request_, request.owner, std::nullopt, "dlock: observing the election was cancelled"),
+        elections_(elections),
+        request_(std::move(request)) {}
+  AcquireStep step() override;
+  std::vector<NameKey> keys() const override { return {Elections::key(request_.name)}; }
+  std::uint64_t deliver(asio_impl::AsyncCompletion& completion) override;  // the view, and 1
+  // The row, once done.
+  std::optional<ElectionRow>& row() { return row_; }
+
+ private:
+  Elections& elections_;
+  const ObserveRequest request_;
+  std::optional<ElectionRow> row_;
 };
 
 }  // namespace dlock::details

@@ -9,7 +9,6 @@
 #include "base/validation.hpp"
 #include "metrics/metric_counters.hpp"
 #include "wakeup/bell_watcher.hpp"
-#include "wakeup/sticky_wake.hpp"
 
 namespace dlock::details {
 
@@ -32,7 +31,7 @@ SetRequest MultiLocks::make_request(const std::vector<std::string>& names, std::
   r.owner = owner;
   r.watchdog = !lease.has_value();
   r.lease = lease.value_or(engine_.options().watchdog_timeout);
-  set_wait(wait, r.forever, r.single_attempt, r.deadline);
+  static_cast<WaitRule&>(r) = WaitRule::of(wait);
   return r;
 }
 
@@ -116,47 +115,18 @@ AcquireStep MultiLocks::step(const SetRequest& r) {
       }
     }
   }
-  return wait_step(r.forever, r.deadline, a.ttl_us);  // until the first blocking lease ends
+  return r.after_refusal(a.ttl_us);  // until the first blocking lease ends
 }
 
 bool MultiLocks::acquire(const SetRequest& r, const std::atomic<bool>* interrupted) {
-  return engine_.counted(MetricKind::kMultiLock, r.single_attempt, interrupted,
-                         [&] { return acquire_uncounted(r, interrupted); });
+  SetWait w(*this, r);
+  return engine_.wait(w, interrupted).next == AcquireStep::Next::kAcquired;
 }
 
-bool MultiLocks::acquire_uncounted(const SetRequest& r, const std::atomic<bool>* interrupted) {
-  if (r.single_attempt) return step(r).next == AcquireStep::Next::kAcquired;
-  // Watching from before the first attempt: a release here between a
-  // refused attempt and the wait leaves the wake set, so none is lost. A
-  // watcher takes no wake from the names' other waiters.
-  const auto wake = std::make_shared<StickyWake>();
-  bool acquired = false;
-  struct Ended {  // also when an attempt throws; after the watches are gone
-    MultiLocks& locks;
-    const SetRequest& request;
-    const bool& acquired;
-    ~Ended() { locks.waiting_ended(request, acquired); }
-  } ended{*this, r, acquired};
-  {
-    std::vector<NameKey> names = keys(r.names);
-    std::vector<std::unique_ptr<WaiterRegistry::Watch>> watches;
-    watches.reserve(names.size());
-    for (const auto& key : names) watches.push_back(std::make_unique<WaiterRegistry::Watch>(engine_.waiters(), key, wake));
-    const Engine::WatchOnly watching(engine_, std::move(names));
-    std::optional<Engine::CountedWait> counted;  // from the first refusal
-    for (;;) {
-      if (interrupted != nullptr && interrupted->load()) break;
-      wake->clear();
-      const AcquireStep next = step(r);
-      if (next.next != AcquireStep::Next::kWait) {
-        acquired = next.next == AcquireStep::Next::kAcquired;
-        break;
-      }
-      if (!counted) counted.emplace(engine_.counters(), MetricKind::kMultiLock);
-      if (!wake->wait_for(next.wait)) engine_.timed_wait_ended(r.forever, r.deadline);
-    }
-  }
-  return acquired;
+void SetWait::ended(bool done) {
+  if (!watching_) return;
+  watching_.reset();
+  locks_.waiting_ended(request_, done);
 }
 
 void MultiLocks::waiting_ended(const SetRequest& r, bool acquired) {

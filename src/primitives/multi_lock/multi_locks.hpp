@@ -10,7 +10,8 @@
 // lock hold of the owner: the watchdog renews it, a loss is reported per
 // name, and a name the owner holds already is counted up. A release counts
 // each name down and frees the set's last holds in one statement per bell
-// session (Engine::free_rows).
+// session (Engine::free_rows). Engine::wait and AsyncWait drive its
+// SetWait.
 //
 // Thread safety: every member is safe to call concurrently; one owner's
 // operations on overlapping sets are serialized by its owner stripes.
@@ -28,17 +29,12 @@
 
 namespace dlock::details {
 
-// One acquire call of a set: one attempt takes all or none (MultiLocks::step);
-// the drivers wait for a wake of any name (MultiLocks::acquire,
-// AsyncSetAcquire).
-struct SetRequest {
+// One acquire call of a set: one attempt takes all or none (MultiLocks::step).
+struct SetRequest : WaitRule {
   std::vector<std::string> names;  // sorted, without duplicates, validated, 1..64
   std::uint64_t owner = 0;
   Millis lease{0};
   bool watchdog = true;
-  bool single_attempt = false;
-  bool forever = false;
-  std::chrono::steady_clock::time_point deadline{};
 };
 
 class MultiLocks {
@@ -58,10 +54,10 @@ class MultiLocks {
   // the owner on one of the names was lost and is still owed unlock()),
   // BackendError.
   AcquireStep step(const SetRequest& request);
-  // The blocking driver, counted as one acquire call: true once every name
-  // is held. `interrupted` as for Engine::drive.
+  // Waits for the set (Engine::wait, counted as one acquire call): true
+  // once every name is held. `interrupted` as for Engine::wait.
   bool acquire(const SetRequest& request, const std::atomic<bool>* interrupted = nullptr);
-  // A driver stopped waiting (after its watches are gone).
+  // A wait stopped watching the names.
   void waiting_ended(const SetRequest& request, bool acquired);
   // The keys of the names (the lock's).
   static std::vector<NameKey> keys(const std::vector<std::string>& names);
@@ -77,7 +73,6 @@ class MultiLocks {
     std::vector<std::string> foreign;
   };
   Attempt attempt(const SetRequest& request);
-  bool acquire_uncounted(const SetRequest& request, const std::atomic<bool>* interrupted);
   // The owner's live holds on the names (nullopt: none), as members of the
   // take. Throws LockLostError for a lost one.
   std::vector<std::optional<Hold>> own_holds(const SetRequest& request, std::vector<LockSet::Member>& members);
@@ -86,6 +81,26 @@ class MultiLocks {
 
   Engine& engine_;
   LockSet set_;
+};
+
+// A set's Wait: it watches every name, and marks none of their rows to go
+// next (Engine::WatchOnly), since a set must not keep a name it cannot take.
+class SetWait final : public Wait {
+ public:
+  SetWait(MultiLocks& locks, SetRequest request)
+      : Wait(Listen::kWatch, request_, request.owner, MetricKind::kMultiLock,
+             "dlock: the wait was cancelled before the locks were acquired"),
+        locks_(locks),
+        request_(std::move(request)) {}
+  AcquireStep step() override { return locks_.step(request_); }
+  std::vector<NameKey> keys() const override { return MultiLocks::keys(request_.names); }
+  void started() override { watching_.emplace(locks_.engine(), keys()); }
+  void ended(bool done) override;
+
+ private:
+  MultiLocks& locks_;
+  const SetRequest request_;
+  std::optional<Engine::WatchOnly> watching_;
 };
 
 }  // namespace dlock::details
