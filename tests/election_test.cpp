@@ -252,7 +252,7 @@ TEST(Election, ANewLeaderElsewhereIsSeenAtThePoll) {
   candidate.resign();
 }
 
-// The count of observer rows parked on `name` (sql/election_rows.hpp).
+// The count of observer rows parked on `name` (primitives/election/election_rows.hpp).
 std::string parked_observers(const Options& o, const std::string& name, bool live_only = true) {
   return test::query_scalar("SELECT COUNT(*) FROM `" + o.table + "` WHERE kind = 7 AND lock_name = '" + name + "'" +
                             (live_only ? " AND expire_time > NOW(6)" : ""));

@@ -301,7 +301,7 @@ TEST(KindsAlike, ReaderSlotRowsDoNotAccumulate) {
   dead.kill(SIGKILL);
   EXPECT_EQ(rows_of_kind(o, 4), "200");
   DatabaseDistributedLock survivor(o);
-  details::EngineAccess::of(survivor).set_reader_rows_kept_for(1s);
+  details::EngineAccess::keep_reader_rows_for(survivor, 1s);
   EXPECT_TRUE(wait_until([&] { return rows_of_kind(o, 4) == "0"; }, 30s))
       << "the rows of a client that died stayed: " << rows_of_kind(o, 4);
 }

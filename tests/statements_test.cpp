@@ -34,7 +34,7 @@ std::size_t count(const std::string& text, const std::string& needle) {
 std::vector<std::string> statement_texts() {
   const HoldRows rows("t$1", spdlog::default_logger());
   const ReadWriteRows rw(rows);
-  std::vector<std::string> texts = {rw.take_write, rw.hand_over_write, rw.mark, rw.unmark, rw.take_read, rw.head,
+  std::vector<std::string> texts = {rw.take_write, rw.hand_over_write, rw.intend, rw.withdraw, rw.take_read, rw.head,
                                     rw.poll + "?)"};
   texts.push_back(Schema("t$1").create_sql());
   return texts;

@@ -482,8 +482,8 @@ TEST(FastWakeup, IdleBellConnectionIsClosedAndReopenedWhenNeeded) {
   DatabaseDistributedLock holder(o);
   const details::HoldRows rows(o.table, nullptr);
   std::atomic<int> rings{0};
-  details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows, /*own_tag=*/0,
-                               /*client_key=*/1, 1, 1, spdlog::default_logger(), counting_hooks(rings), 2s);
+  details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows, /*own_tag=*/0, 1, 1,
+                               spdlog::default_logger(), counting_hooks(rings), 2s);
   for (int round = 0; round < 2; ++round) {
     holder.lock("idle");
     const int rung_before = rings.load();
@@ -512,7 +512,7 @@ TEST(FastWakeup, TheWatcherMarksOnlyHoldsOfOtherClients) {
   for (const bool ours : {true, false}) {
     std::atomic<int> rings{0};
     details::BellWatcher watcher(details::ConnectionSettings::from(watcher_options), rows,
-                                 ours ? holders_tag : holders_tag ^ 1, /*client_key=*/1, 1, 4, spdlog::default_logger(),
+                                 ours ? holders_tag : holders_tag ^ 1, 1, 4, spdlog::default_logger(),
                                  counting_hooks(rings));
     watcher.arm(lock_key("watched"));
     if (ours) {

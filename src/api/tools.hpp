@@ -5,7 +5,8 @@
 // - EngineAccess::of: the engine behind a client, for an interruptible
 //   wait (`dlock run` ends its wait on a signal), test hooks and counters;
 //   EngineAccess::elections: its elections, for the same in `dlock elect`
-//   and `dlock leader --watch`.
+//   and `dlock leader --watch`; EngineAccess::keep_reader_rows_for: the
+//   read-write lock's test knob.
 // - The operator functions behind `dlock force-unlock` and `init`: each
 //   opens one connection of its own (no watchdog, no poller).
 // - The input checks the public API runs before any SQL (base/validation.hpp),
@@ -23,6 +24,7 @@
 #include "base/validation.hpp"
 #include "dlock/distributed_lock.hpp"
 #include "engine/engine.hpp"
+#include "primitives/kinds.hpp"
 #include "primitives/primitives.hpp"
 #include "sql/hold_rows.hpp"
 
@@ -31,6 +33,9 @@ namespace dlock::details {
 struct EngineAccess {
   static Engine& of(DatabaseDistributedLock& client) { return *client.engine_; }
   static Elections& elections(DatabaseDistributedLock& client) { return client.primitives_->elections; }
+  static void keep_reader_rows_for(DatabaseDistributedLock& client, Millis kept) {
+    details::keep_reader_rows_for(*client.engine_, kept);
+  }
 };
 
 // Every live row (`names` empty), else every row of those names, of every

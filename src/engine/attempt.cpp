@@ -100,7 +100,7 @@ std::optional<HoldKind::Refusal> Engine::attempt(HoldKind& k, const AcquireReque
     h.slot = taken.slot;
     h.bound = r.bound;
     holds_.record_fresh(r.key, r.owner, h);
-    // The take cleared this client's mark on the row, if it had one there.
+    // The take cleared this client's intent on the row, if it had one there.
     if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(r.key);
     if (k.traits.takes_are_news) waiters_.tell_watchers(r.key);
     if (logger_->should_log(spdlog::level::debug))
@@ -109,9 +109,9 @@ std::optional<HoldKind::Refusal> Engine::attempt(HoldKind& k, const AcquireReque
     return std::nullopt;
   }
   if (r.single_attempt) return HoldKind::Refusal{};
-  // A kind whose waiters go first once they wait (the write side) marks
-  // the row now; the poller keeps the mark alive.
-  if (k.traits.intents == HoldKind::Traits::Intent::kWhenRefused && !has_intent(r.key)) mark_intent(r.key);
+  // A kind whose waiters go first once they wait (the write side) sets its
+  // intent on the row now; the poller keeps it alive.
+  if (k.traits.intents == HoldKind::Traits::Intent::kWhenRefused && !has_intent(r.key)) set_intent(r.key);
   return k.refused(*this, r, taken);
 }
 
@@ -153,7 +153,7 @@ void Engine::waiting_started(const AcquireRequest& request) { kind(request.key.k
 void Engine::waiting_ended(const NameKey& key, bool acquired) {
   if (waiters_.has(key)) return;
   HoldKind& k = kind(key.kind);
-  if (k.traits.intents != HoldKind::Traits::Intent::kNone) unmark_intent(key, acquired);
+  if (k.traits.intents != HoldKind::Traits::Intent::kNone) drop_intent(key, acquired);
   k.waiting_ended(*this, key);
   if (bells_) bells_->disarm(key);
 }

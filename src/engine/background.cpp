@@ -1,6 +1,6 @@
 // The poller (the io thread's other work, beside the watchdog in
 // watchdog.cpp) asks each kind about the names local threads wait for and
-// keeps this client's waiting marks alive; and the introspection reads.
+// keeps this client's intents alive; and the introspection reads.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -27,7 +27,7 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
   std::array<std::vector<std::string>, 8> names;
   for (const auto& key : waited) names[static_cast<std::size_t>(key.kind)].push_back(key.name);
   CallBudget budget(options_.io_timeout);
-  std::vector<NameKey> want_marks;
+  std::vector<NameKey> want_intents;
   for (const auto& k : kinds_) {
     if (!k) continue;
     const auto& batch = names[static_cast<std::size_t>(k->traits.kind)];
@@ -37,46 +37,45 @@ void Engine::poll_tick(const IoThread::ConnectionSource& connection) {
         run_idempotent(connection, [&](Connection& c) { return k->poll(*this, c, batch); });
     using Intent = HoldKind::Traits::Intent;
     if (k->traits.intents == Intent::kWhenRefused) {
-      // The write side's waiters keep their marks while they wait (and take
+      // The write side's waiters keep their intents while they wait (and take
       // one another client's writer held, once it is free).
-      for (const auto& name : batch) want_marks.emplace_back(k->traits.kind, name);
+      for (const auto& name : batch) want_intents.emplace_back(k->traits.kind, name);
     } else if (k->traits.intents == Intent::kWhenNotRung) {
       // Marks kept, and new ones where no bell will ring for the waiter
       // and it lost a race for the name since the last poll.
       for (const auto& name : batch) {
         const NameKey key(k->traits.kind, name);
         const bool lost_race = std::find(held.begin(), held.end(), name) != held.end();
-        // Only for a waiter that will take it: a watcher alone (a set's, an
+        // Only for a waiter that will take it: a watcher (a set's, an
         // observer's) must not keep the name from anyone.
-        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) && waiters_.has_subscriber(key) &&
-             !watched_only(key)))
-          want_marks.push_back(key);
+        if (has_intent(key) || (lost_race && !(bells_ && bells_->watching(key)) && waiters_.has_subscriber(key)))
+          want_intents.push_back(key);
       }
     }
   }
-  if (want_marks.empty()) return;
-  // Keep this client's marks alive, and take marks whose clients stopped
+  if (want_intents.empty()) return;
+  // Keep this client's intents alive, and take intents whose clients stopped
   // renewing them: one statement per kind, decided and run under
-  // intent_statements_mutex_, so no unmark falls between. Within a second:
+  // intent_statements_mutex_, so no clear falls between. Within a second:
   // a row another transaction has locked must not hold up the watchdog.
-  std::lock_guard<std::mutex> marking(intent_statements_mutex_);
-  CallBudget marks_budget(std::chrono::seconds(1));
+  std::lock_guard<std::mutex> intending(intent_statements_mutex_);
+  CallBudget intents_budget(std::chrono::seconds(1));
   std::map<Kind, std::vector<std::string>> by_kind;
-  for (const auto& key : want_marks)
+  for (const auto& key : want_intents)
     if (waiters_.has(key)) by_kind[key.kind].push_back(key.name);
   for (const auto& [kind, batch] : by_kind) {
     HoldKind& k = this->kind(kind);
-    // A mark only renews or takes marks for this client's waiters.
+    // Only renews or takes intents for this client's waiters.
     const std::vector<std::string> held =
-        run_idempotent(connection, [&](Connection& c) { return k.mark(*this, c, batch, micros(intent_lease())); });
+        run_idempotent(connection, [&](Connection& c) { return k.set_intents(*this, c, batch, micros(intent_lease())); });
     for (const auto& name : held) {
       const NameKey key(kind, name);
       if (!waiters_.has(key)) {
-        // The waiter left (or took it) since the look: no mark for nobody.
-        k.unmark(*this, connection(), name);
+        // The waiter left (or took it) since the look: no intent for nobody.
+        k.clear_intent(*this, connection(), name);
         continue;
       }
-      record_mark(key);
+      record_intent(key);
     }
   }
 }

@@ -1,5 +1,5 @@
 // Who this client is in the table: the label its rows carry (machine_id),
-// its host and pid, its random 48-bit key (waiting marks, reader slots,
+// its host and pid, its random 48-bit key (intents, reader slots,
 // queue entries) and the 16-bit tag every hold id it makes starts with, so
 // a waiter tells a hold of its own client from the row alone and never
 // marks it for a ring. Part of the engine (engine.hpp).

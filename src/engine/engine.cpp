@@ -40,7 +40,7 @@ ConnectionSettings counted_settings(const Options& options, std::shared_ptr<Metr
   return s;
 }
 
-// The io thread's statements (renewals, polls, marks, rings) wait at most a
+// The io thread's statements (renewals, polls, intents, rings) wait at most a
 // renewal period for an answer, never less than two seconds (above the row
 // lock wait): a statement lost in a partition must not keep the next
 // renewal waiting for all of io_timeout.
@@ -58,7 +58,7 @@ ConnectionSettings io_settings(const ConnectionSettings& settings, Millis renew_
 // only the bell connection: the poller covers the waiters meanwhile).
 ConnectionSettings bell_settings(const ConnectionSettings& settings) {
   ConnectionSettings s = settings;
-  // Row lock waits (marks) as on the other connections.
+  // Row lock waits (intents) as on the other connections.
   if (s.lock_wait_seconds == 0)
     s.lock_wait_seconds = std::max<int>(1, static_cast<int>((settings.io_timeout.count() + 999) / 1000) - 1);
   s.io_timeout = std::max(settings.io_timeout, Millis((Engine::kTurnWaitSeconds + 3) * 1000));
@@ -68,9 +68,8 @@ ConnectionSettings bell_settings(const ConnectionSettings& settings) {
 }  // namespace
 
 Engine::Engine(Options options)
-    : ClientIdentity(validated(options).machine_id),
-      AcquireCounting(options.metrics),
-      StatementRules(pool_, logger_, metrics_.get()),
+    : AcquireCounting(validated(options).metrics),
+      KindContext(options.machine_id, pool_, logger_, metrics_.get()),
       options_(std::move(options)),
       logger_(choose_logger(options_)),
       settings_(counted_settings(options_, metrics_)),
@@ -147,9 +146,12 @@ void Engine::start() {
       hooks.queue_place = [this](Connection& c, const NameKey& key) {
         return kind(key.kind).queue_place(*this, c, key.name);
       };
-      bells_ = std::make_unique<BellWatcher>(bell_settings(settings_), rows_, hold_tag_, client_key_,
-                                             options_.wakeup_connections, wait_seconds, logger_, std::move(hooks),
-                                             BellWatcher::kCloseIdleAfter, kTurnWaitSeconds);
+      hooks.park = [this](Connection& c, const NameKey& key, int seconds, const std::function<bool()>& still_free) {
+        return kind(key.kind).park(*this, c, key.name, seconds, still_free);
+      };
+      bells_ = std::make_unique<BellWatcher>(bell_settings(settings_), rows_, hold_tag_, options_.wakeup_connections,
+                                             wait_seconds, logger_, std::move(hooks), BellWatcher::kCloseIdleAfter,
+                                             kTurnWaitSeconds);
     } else {
       logger_->info("dlock: fast_wakeup needs io_timeout >= 2 s (a bell wait must end before the read timeout); "
                     "waiters in this client rely on polling");
@@ -197,7 +199,7 @@ void Engine::release_all_at_shutdown() {
         }
       }
       const auto freed = rows_.free_all(c, plain);
-      for (const auto& key : take_all_marks()) kind(key.kind).unmark(*this, c, key.name);
+      for (const auto& key : take_all_intents()) kind(key.kind).clear_intent(*this, c, key.name);
       for (const auto& k : kinds_)
         if (k) k->shutdown(*this, c);
       if (!holds.empty()) logger_->debug("dlock: client {} released {} hold(s) at shutdown", machine_id_, freed);
@@ -247,55 +249,55 @@ Millis Engine::intent_lease() const { return std::max(Millis(1000), options_.pol
 
 // ---------------------------------------------------------------- intents
 
-void Engine::mark_intent(NameKeyView key) {
-  std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+void Engine::set_intent(NameKeyView key) {
+  std::lock_guard<std::mutex> intending(intent_statements_mutex_);
   if (has_intent(key)) return;  // the poller keeps it alive
   try {
     CallBudget budget(options_.io_timeout);
     const auto held = with_connection([&](Connection& c) {
-      return kind(key.kind).mark(*this, c, {std::string(key.name)},
+      return kind(key.kind).set_intents(*this, c, {std::string(key.name)},
                                  micros(intent_lease()));
     });
-    // Another client's live mark: left alone; the poller tries again.
+    // Another client's live intent: left alone; the poller tries again.
     if (held.empty()) return;
-    record_mark(NameKey(key));
+    record_intent(NameKey(key));
   } catch (const BackendError& e) {
-    logger_->debug("dlock: could not mark a waiting client on {} {}: {}", kind_name(key.kind), printable(key.name),
+    logger_->debug("dlock: could not set this client's intent on {} {}: {}", kind_name(key.kind), printable(key.name),
                    e.what());
   }
 }
 
-void Engine::unmark_intent(const NameKey& key, bool acquired) {
-  if (!forget_mark(key)) return;
+void Engine::drop_intent(const NameKey& key, bool acquired) {
+  if (!forget_intent(key)) return;
   if (!acquired) {
     try {
       CallBudget budget(options_.io_timeout);
       with_connection([&](Connection& c) {
-        clear_mark(key, c);
+        clear_intent_on(key, c);
         return 0;
       });
     } catch (const BackendError& e) {
-      // The mark ends with its lease (3 poll intervals).
-      logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());
+      // The intent ends with its lease (3 poll intervals).
+      logger_->debug("dlock: could not clear this client's intent on {}: {}", printable(key.name), e.what());
     }
     return;
   }
   clear_later(key);
-  io_.post("clearing a waiting mark", [this, key](const IoThread::ConnectionSource& connection) {
+  io_.post("clearing an intent", [this, key](const IoThread::ConnectionSource& connection) {
     CallBudget budget(options_.io_timeout);
-    clear_pending_mark(key, connection);
+    clear_pending_intent(key, connection);
   });
 }
 
-void Engine::clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection) {
-  if (!mark_pending(key)) return;
+void Engine::clear_pending_intent(NameKeyView key, const std::function<Connection&()>& connection) {
+  if (!intent_pending(key)) return;
   {
-    // The key stays listed until its mark is gone, and this lock is held
+    // The key stays listed until its intent is gone, and this lock is held
     // meanwhile: a release that finds it listed waits here for a clear in
     // flight, or clears it itself (whichever comes first clears it).
-    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
-    if (!mark_pending(key)) return;
-    if (!has_intent(key)) kind(key.kind).unmark(*this, connection(), key.name);
+    std::lock_guard<std::mutex> intending(intent_statements_mutex_);
+    if (!intent_pending(key)) return;
+    if (!has_intent(key)) kind(key.kind).clear_intent(*this, connection(), key.name);
     cleared(key);
   }
   wake_other_side(key);
@@ -305,27 +307,27 @@ void Engine::wake_other_side(NameKeyView key) {
   if (const auto other = kind(key.kind).traits.other_side) waiters_.wake_all(NameKeyView{*other, key.name});
 }
 
-void Engine::clear_mark_before_release(NameKeyView key) {
-  if (!mark_pending(key)) return;
+void Engine::clear_intent_before_release(NameKeyView key) {
+  if (!intent_pending(key)) return;
   // Readers it held back must not find it when the release wakes them.
   try {
     std::optional<PooledConnection> c;  // taken only if there is SQL to run
-    clear_pending_mark(key, [&]() -> Connection& {
+    clear_pending_intent(key, [&]() -> Connection& {
       if (!c) c.emplace(pooled_connection());
       return **c;
     });
   } catch (const BackendError& e) {
-    logger_->debug("dlock: could not clear the waiting mark on {}: {}", printable(key.name), e.what());
+    logger_->debug("dlock: could not clear this client's intent on {}: {}", printable(key.name), e.what());
   }
 }
 
-void Engine::clear_mark(const NameKey& key, Connection& c) {
+void Engine::clear_intent_on(const NameKey& key, Connection& c) {
   {
-    // Under the lock the poller marks under, so no renewal falls between;
-    // and not if a new waiter here has marked the name again meanwhile.
-    std::lock_guard<std::mutex> marking(intent_statements_mutex_);
+    // Under the lock the poller sets intents under, so no renewal falls between;
+    // and not if a new waiter here has set it again meanwhile.
+    std::lock_guard<std::mutex> intending(intent_statements_mutex_);
     if (has_intent(key)) return;
-    kind(key.kind).unmark(*this, c, key.name);
+    kind(key.kind).clear_intent(*this, c, key.name);
   }
   wake_other_side(key);  // readers held back by a waiting writer may go now
 }
@@ -386,7 +388,7 @@ SteadyTime Engine::count_due_losses() {
 }
 
 void Engine::hint_free_if_held_here(NameKeyView key) {
-  if (holds_.live_deadline(key)) free_hints_.mark(key, NameMarks::Clock::time_point::max());
+  if (holds_.live_deadline(key)) free_hints_.note(key, NameNotes::Clock::time_point::max());
 }
 
 }  // namespace dlock::details

@@ -4,7 +4,7 @@
 // (attempt.cpp), the drivers of every wait (wait.cpp, async_wait.cpp),
 // release and handoff (release.cpp), poll (background.cpp), the one loss
 // path (note_lost), and, from its parts, the unknown-outcome rules, the
-// watchdog, waiting marks, counting, owner stripes, identity and tuning.
+// watchdog, intents, counting, owner stripes, identity and tuning.
 // docs/design.md, "Map", walks one lock() and one unlock() through it.
 // Each call runs under a CallBudget of io_timeout (all its retries).
 #pragma once
@@ -21,18 +21,16 @@
 
 #include "base/keys.hpp"
 #include "base/kinds_table.hpp"
-#include "base/name_marks.hpp"
+#include "base/name_notes.hpp"
 #include "dlock/options.hpp"
 #include "engine/acquire_counting.hpp"
-#include "engine/client_identity.hpp"
 #include "engine/hold_kind.hpp"
+#include "engine/kind_context.hpp"
 #include "engine/owner_stripes.hpp"
 #include "engine/holds.hpp"
 #include "engine/request.hpp"
-#include "engine/statement_rules.hpp"
 #include "engine/tuning.hpp"
-#include "engine/waiting_marks.hpp"
-#include "engine/watch_only.hpp"
+#include "engine/intents.hpp"
 #include "engine/watchdog.hpp"
 #include "runtime/async_operations.hpp"
 #include "runtime/clock_thread.hpp"
@@ -49,13 +47,11 @@ class logger;
 
 namespace dlock::details {
 
-class Engine : public ClientIdentity,
-               public EngineTuning,
-               public OwnerStripes,
-               public WatchOnlyKeys,
-               public WaitingMarks,
-               public AcquireCounting,
-               public StatementRules {
+class Engine final : public AcquireCounting,
+                     public KindContext,
+                     public EngineTuning,
+                     public OwnerStripes,
+                     public Intents {
  public:
   // Validates `options` (std::invalid_argument); connects nothing yet.
   explicit Engine(Options options);
@@ -107,8 +103,7 @@ class Engine : public ClientIdentity,
   [[noreturn]] void throw_lost(NameKeyView key, std::uint64_t fence) const;
   // The bell watcher (null without fast wake-up).
   BellWatcher* bells() const { return bells_.get(); }
-  // Runs `task` on the io thread (it may run statements there).
-  void post_io(std::string what, IoThread::Task task) { io_.post(std::move(what), std::move(task)); }
+  void post_io(std::string what, IoThread::Task task) override { io_.post(std::move(what), std::move(task)); }
   // Rings pooled session `session`'s bell once the session is idle (never
   // waiting for it), and moves the session's other holds to its next bell.
   void ring_when_idle(std::uint64_t session);
@@ -127,8 +122,7 @@ class Engine : public ClientIdentity,
   // them; LockLostError when one was counted lost. No SQL, but a read to
   // learn a permit's slot the first time.
   std::string guard_sql(const std::vector<NameKey>& keys, std::uint64_t owner);
-  // The owner's live hold as this client knows it (no SQL).
-  std::optional<Hold> local_hold(NameKeyView key, std::uint64_t owner) const;
+  std::optional<Hold> local_hold(NameKeyView key, std::uint64_t owner) const override;
   // Wakes every local waiter of `key` so each looks at its `interrupted`.
   void interrupt_waits(NameKeyView key) { waiters_.wake_all(key); }
   // Drivers: a waiter subscribed / the last one of `key` left (`acquired`:
@@ -136,37 +130,26 @@ class Engine : public ClientIdentity,
   void waiting_started(const AcquireRequest& request);
   void waiting_ended(const NameKey& key, bool acquired);
 
-  WaiterRegistry& waiters() { return waiters_; }
+  WaiterRegistry& waiters() override { return waiters_; }
   AsyncOperations& async() { return async_; }
   HoldRegistry& holds() { return holds_; }
-  const Options& options() const { return options_; }
-  const std::shared_ptr<spdlog::logger>& logger() const { return logger_; }
-  const HoldRows& rows() const { return rows_; }
+  const Options& options() const override { return options_; }
+  const std::shared_ptr<spdlog::logger>& logger() const override { return logger_; }
+  const HoldRows& rows() const override { return rows_; }
   const Schema& schema() const { return schema_; }
-  HoldKind& kind(Kind k) const;
-  bool fast_wakeup() const { return options_.fast_wakeup; }
-
-  // Every kind's take, under run_reconciled: `statement` takes on a pooled
-  // connection with its session's bell (null: none); `t` records the bell's
-  // session. On an unknown outcome, a hold found by `hold_id` was taken
-  // (kSlotAndFence: its row's slot and fence are the hold's, not so for a
-  // read); none, the take runs again.
-  enum class TakeLearns { kNothing, kSlotAndFence };
+  HoldKind& kind(Kind k) const override;
   bool take_reconciled(HoldKind::Taken& t, NameKeyView key, std::uint64_t hold_id, TakeLearns learns,
-                       const std::function<bool(Connection&, const std::string* bell)>& statement);
+                       const std::function<bool(Connection&, const std::string* bell)>& statement) override;
 
-  // ---- waiting clients' marks (HoldKind::Traits::intents)
+  // ---- waiting clients' intents (HoldKind::Traits::intents)
   //
-  // Marks this client as waiting on `key`'s row; recorded only if the mark
-  // is this client's now (another client's live mark is left alone: the
+  // Sets this client's intent on `key`'s row; recorded only if the intent
+  // is this client's now (another client's live intent is left alone: the
   // poller tries again). Best effort.
-  void mark_intent(NameKeyView key);
-  Millis intent_lease() const;
+  void set_intent(NameKeyView key);
+  Millis intent_lease() const override;
 
-  // ---- the watchdog
-  // Renews every watchdog-mode hold now, on the io thread (a kind's
-  // maintain: a hold granted with a lease shorter than watchdog_timeout).
-  void renew_now(const IoThread::ConnectionSource& connection) { watchdog_.tick(connection); }
+  void renew_now(const IoThread::ConnectionSource& connection) override { watchdog_.tick(connection); }
 
   // ---- losses: the one path every finder of a loss takes
   // Marks the hold of `generation` lost and reports it, once: counted, its
@@ -178,9 +161,7 @@ class Engine : public ClientIdentity,
   // The same for a hold its release took out of the registry (`released`,
   // as it was) and then found lost: reported from that.
   void note_lost(NameKeyView key, const Hold& released, const char* why, bool taken_over = false);
-  // The poller or a force-unlock saw `key`'s row free while a local hold on
-  // it looks live: the next attempt asks the database, not that hold.
-  void hint_free_if_held_here(NameKeyView key);
+  void hint_free_if_held_here(NameKeyView key) override;
 
   // Everything counted, with the gauges read now (metrics.cpp).
   Metrics metrics() const;
@@ -210,17 +191,17 @@ class Engine : public ClientIdentity,
   // The clock's tick: counts lost every hold whose deadline has passed;
   // returns the next deadline.
   SteadyTime count_due_losses();
-  // Clears this client's waiting mark on `key`: at once when its waiters
+  // Clears this client's intent on `key`: at once when its waiters
   // gave up (others may go now), on the io thread when one acquired (the
   // hold keeps others out meanwhile, and the acquire returns sooner).
-  void unmark_intent(const NameKey& key, bool acquired);
-  void clear_mark(const NameKey& key, Connection& c);
+  void drop_intent(const NameKey& key, bool acquired);
+  void clear_intent_on(const NameKey& key, Connection& c);
   // Wakes every waiter of the other side of `key`'s primitive, if it has one.
   void wake_other_side(NameKeyView key);
-  // Before a release of `key`: clears a mark still left by its acquire.
-  void clear_mark_before_release(NameKeyView key);
-  // Clears `key`'s pending mark, or waits for a clear of it in flight.
-  void clear_pending_mark(NameKeyView key, const std::function<Connection&()>& connection);
+  // Before a release of `key`: clears an intent still left by its acquire.
+  void clear_intent_before_release(NameKeyView key);
+  // Clears `key`'s pending intent, or waits for a clear of it in flight.
+  void clear_pending_intent(NameKeyView key, const std::function<Connection&()>& connection);
   Millis renew_period() const;
   void poll_tick(const IoThread::ConnectionSource& connection);
   void release_all_at_shutdown();
@@ -237,9 +218,9 @@ class Engine : public ClientIdentity,
   HoldRegistry holds_;
   WaiterRegistry waiters_;
   std::array<std::unique_ptr<HoldKind>, 8> kinds_;
-  NameMarks yields_;            // fresh takes here hold back until the mark ends
-  NameMarks free_hints_;        // seen free while a local hold looked live
-  NameMarks waited_elsewhere_;  // releases ring first while marked
+  NameNotes yields_;            // fresh takes here hold back until the note ends
+  NameNotes free_hints_;        // seen free while a local hold looked live
+  NameNotes waited_elsewhere_;  // releases ring first while noted
   Watchdog watchdog_{*this};
   ClockThread clock_;  // stopped first in the destructor
   IoThread io_;  // stopped in the destructor once the watcher has stopped

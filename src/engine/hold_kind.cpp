@@ -7,17 +7,17 @@
 
 namespace dlock::details {
 
-bool HoldKind::retake(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, unsigned count,
+bool HoldKind::retake(KindContext& e, Connection& c, const RowKey& row, std::uint64_t hold_id, unsigned count,
                       std::int64_t lease_us, bool watchdog) {
   return e.rows().retake(c, row, hold_id, count, lease_us, watchdog);
 }
 
-bool HoldKind::free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
+bool HoldKind::free(KindContext& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
                     HoldRows::Marks marks, bool ring) {
   return e.rows().free(c, row, hold_id, at_least_us, marks, ring);
 }
 
-bool HoldKind::hand_over(Engine&, Connection&, const RowKey&, std::uint64_t, std::uint64_t, const AcquireRequest&) {
+bool HoldKind::hand_over(KindContext&, Connection&, const RowKey&, std::uint64_t, std::uint64_t, const AcquireRequest&) {
   throw std::logic_error("dlock: this kind of hold is not handed over");
 }
 
@@ -25,16 +25,16 @@ bool HoldKind::fits(const Hold&, const AcquireRequest&) const { return true; }
 
 void HoldKind::wake(WaiterRegistry& waiters, std::string_view name) { waiters.wake_one(NameKeyView{traits.kind, name}); }
 
-std::vector<std::string> HoldKind::mark(Engine& e, Connection& c, const std::vector<std::string>& names,
+std::vector<std::string> HoldKind::set_intents(KindContext& e, Connection& c, const std::vector<std::string>& names,
                                         std::int64_t lease_us) {
   return e.rows().set_intent(c, traits.kind, names, e.client_key(), lease_us);
 }
 
-void HoldKind::unmark(Engine& e, Connection& c, std::string_view name) {
+void HoldKind::clear_intent(KindContext& e, Connection& c, std::string_view name) {
   e.rows().clear_intent(c, traits.kind, name, e.client_key());
 }
 
-std::size_t HoldKind::force(Engine& e, Connection& c, std::string_view name) {
+std::size_t HoldKind::force(KindContext& e, Connection& c, std::string_view name) {
   return e.rows().force(c, traits.kind, name);
 }
 

@@ -1,7 +1,8 @@
 // What the engine needs from one kind of hold: its statements and its rule
 // of who may have it. Everything else (waiting, re-entry, release, direct
 // handoff, renewal, polling, wake-ups, losses, reconciling an unknown
-// outcome) is the engine's, written once for every kind.
+// outcome) is the engine's, written once for every kind. A kind sees the
+// engine only as a KindContext (kind_context.hpp).
 //
 // A kind is an object per client (it may keep per-client state: the
 // semaphore the bounds its waiters ask with, the read-write lock its reader
@@ -25,7 +26,7 @@
 
 namespace dlock::details {
 
-class Engine;
+class KindContext;
 class WaiterRegistry;
 
 class HoldKind {
@@ -48,7 +49,7 @@ class HoldKind {
     bool shared = false;
     // The other side of the same primitive (the read-write lock's): a
     // force-unlock wakes its waiters too, and so does the end of this
-    // side's waiting mark (the readers a waiting writer held back).
+    // side's intent (the readers a waiting writer held back).
     std::optional<Kind> other_side;
     // Its release is a statement of its own, not the shared free (the read
     // side also uncounts the hold on its head row): freed through the kind
@@ -60,7 +61,7 @@ class HoldKind {
     int fence_step = 1;
     // on_lock_lost gets the hold's fence (else 0: a semaphore's).
     bool reports_fence = true;
-    // Whether a waiting client marks the row (intent_id) so that it goes
+    // Whether a waiting client sets its intent on the row (intent_id) so that it goes
     // next: never; as soon as a waiter is refused (the write side: readers
     // that do not read yet wait behind it); or when the poll finds the name
     // held by another hold than at the previous poll and no bell is watched
@@ -95,7 +96,7 @@ class HoldKind {
 
   // Before any SQL, for an owner that holds none of this kind on the name:
   // throws for misuse (the write side: an upgrade).
-  virtual void check(Engine&, const AcquireRequest&) {}
+  virtual void check(KindContext&, const AcquireRequest&) {}
 
   struct Refusal {
     std::int64_t ttl_us = 0;  // the blocking holds end within this (0: try again at once)
@@ -113,21 +114,21 @@ class HoldKind {
   };
   // One take of a fresh hold for `holder`, reconciling an unknown outcome
   // (Engine::run_reconciled). Throws BackendError.
-  virtual Taken take(Engine&, const AcquireRequest&, const Holder& holder) = 0;
+  virtual Taken take(KindContext&, const AcquireRequest&, const Holder& holder) = 0;
   // After a refused take of a request that waits: what blocks it.
-  virtual Refusal refused(Engine&, const AcquireRequest&, const Taken&) = 0;
+  virtual Refusal refused(KindContext&, const AcquireRequest&, const Taken&) = 0;
 
   // Re-entry of a live hold (HoldRows::retake).
-  virtual bool retake(Engine&, Connection&, const RowKey&, std::uint64_t hold_id, unsigned count,
+  virtual bool retake(KindContext&, Connection&, const RowKey&, std::uint64_t hold_id, unsigned count,
                       std::int64_t lease_us, bool watchdog);
   // Frees a live hold (HoldRows::free).
-  virtual bool free(Engine&, Connection&, const RowKey&, std::uint64_t hold_id, std::int64_t at_least_us,
+  virtual bool free(KindContext&, Connection&, const RowKey&, std::uint64_t hold_id, std::int64_t at_least_us,
                     HoldRows::Marks marks, bool ring);
   // The direct handoff (traits.hands_over): live hold `from` becomes `to`,
   // `request`'s, count 1, fence moved on, in one statement; a row already
   // carrying `to` is matched too (its own earlier run). False: `from` is
   // not live (or the rule refuses the handoff now).
-  virtual bool hand_over(Engine&, Connection&, const RowKey&, std::uint64_t from, std::uint64_t to,
+  virtual bool hand_over(KindContext&, Connection&, const RowKey&, std::uint64_t from, std::uint64_t to,
                          const AcquireRequest& request);
   // Whether hold `held` may be handed to `request` at all.
   virtual bool fits(const Hold& held, const AcquireRequest& request) const;
@@ -136,31 +137,31 @@ class HoldKind {
   virtual void wake(WaiterRegistry&, std::string_view name);
   // The poller: looks at the waited-for `names` in one statement per chunk
   // and wakes the waiters that may get in now. Returns the names still held
-  // (a kind whose waiters mark rows when not rung: only those its waiters
-  // lost a race for, which they then mark).
-  virtual std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>& names) = 0;
+  // (a kind whose waiters set intents when not rung: only those its waiters
+  // lost a race for, on which they then set one).
+  virtual std::vector<std::string> poll(KindContext&, Connection&, const std::vector<std::string>& names) = 0;
   // A driver subscribed a waiter for `request` / the last waiter of `key`
   // left.
-  virtual void waiting_started(Engine&, const AcquireRequest&) {}
-  virtual void waiting_ended(Engine&, const NameKey&) {}
+  virtual void waiting_started(KindContext&, const AcquireRequest&) {}
+  virtual void waiting_ended(KindContext&, const NameKey&) {}
   // A request ended (acquired, gave up, cancelled or failed), whichever
   // driver ran it: what it left in the database for its
   // wait goes (traits.queues: its queue entry).
-  virtual void request_ended(Engine&, const AcquireRequest&, bool /*acquired*/) {}
+  virtual void request_ended(KindContext&, const AcquireRequest&, bool /*acquired*/) {}
 
   // Any owner holds `name` (one read); the longest lease left on it.
-  virtual bool is_locked(Engine&, std::string_view name) = 0;
-  virtual std::optional<std::int64_t> ttl_us(Engine&, std::string_view name) = 0;
+  virtual bool is_locked(KindContext&, std::string_view name) = 0;
+  virtual std::optional<std::int64_t> ttl_us(KindContext&, std::string_view name) = 0;
   // Frees every hold of `name`; how many.
-  virtual std::size_t force(Engine&, Connection&, std::string_view name);
-  // This client's waiting marks (Traits::intents) on `names`, set or
-  // renewed for `lease_us`; returns the names it holds a mark on now.
-  // Default: the row's one mark (intent_id), unless another client's is
+  virtual std::size_t force(KindContext&, Connection&, std::string_view name);
+  // This client's intents (Traits::intents) on `names`, set or renewed
+  // for `lease_us`; returns the names it holds an intent on now.
+  // Default: the row's one intent (intent_id), unless another client's is
   // live there (HoldRows::set_intent).
-  virtual std::vector<std::string> mark(Engine&, Connection&, const std::vector<std::string>& names,
+  virtual std::vector<std::string> set_intents(KindContext&, Connection&, const std::vector<std::string>& names,
                                         std::int64_t lease_us);
-  // Takes this client's mark off `name`.
-  virtual void unmark(Engine&, Connection&, std::string_view name);
+  // Takes this client's intent off `name`.
+  virtual void clear_intent(KindContext&, Connection&, std::string_view name);
   // The hold in `slot` of `name` is gone for good without a release by its
   // kind (it was lost, and its owner made its last unlock() call).
   virtual void dropped(std::string_view /*name*/, std::uint64_t /*slot*/) {}
@@ -171,14 +172,22 @@ class HoldKind {
   virtual void rows_with_bell_of(std::uint64_t /*session*/, std::vector<HeldRow>& /*out*/) {}
   // WakePolicy::kChain: this client's place in the queue of `name`, read
   // on `c` (a bell connection). Default: none.
-  virtual QueuePlace queue_place(Engine&, Connection&, std::string_view /*name*/) { return {}; }
+  virtual QueuePlace queue_place(KindContext&, Connection&, std::string_view /*name*/) { return {}; }
+  // A bell round of `name` with no live blocker and only watchers waiting:
+  // parks `c` until a take interrupts it, at most `seconds`, unless
+  // `still_free()` (a read of the blockers) shows a take came first.
+  // nullopt (default): this kind does not park (its takes are heard).
+  virtual std::optional<Parked> park(KindContext&, Connection&, std::string_view /*name*/, int /*seconds*/,
+                                     const std::function<bool()>& /*still_free*/) {
+    return std::nullopt;
+  }
   // Every poll interval, on the io thread, whether or not anyone waits.
-  virtual void maintain(Engine&, const std::function<Connection&()>&) {}
+  virtual void maintain(KindContext&, const std::function<Connection&()>&) {}
   // How many names this kind keeps per-client state for (tests: it stays
   // bounded).
   virtual std::size_t names_kept() const { return 0; }
   // At shutdown, after the client's holds were freed.
-  virtual void shutdown(Engine&, Connection&) {}
+  virtual void shutdown(KindContext&, Connection&) {}
 };
 
 }  // namespace dlock::details

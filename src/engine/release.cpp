@@ -77,7 +77,7 @@ bool Engine::ends_hold(HoldKind& k, NameKeyView key, std::uint64_t owner, const 
     count_down(key, owner, before);
     return false;
   }
-  clear_mark_before_release(key);
+  clear_intent_before_release(key);
   return true;
 }
 
@@ -110,15 +110,15 @@ void Engine::count_down(NameKeyView key, std::uint64_t owner, const Hold& before
 void Engine::claim_for_handoff(NameKeyView key, SteadyTime chain_started, WaiterRegistry::ClaimedWaiter& claim) {
   if (!handoffs_enabled_.load(std::memory_order_relaxed)) return;
   const Millis chain_bound(handoff_chain_ms_.load(std::memory_order_relaxed));
-  // (A client elsewhere that marked the row as next ends the chain too: the
-  // kind's handoff statement refuses while its mark is live.)
+  // (A client elsewhere whose intent is on the row ends the chain too: the
+  // kind's handoff statement refuses while its intent is live.)
   if (chain_started == SteadyTime{} || Clock::now() - chain_started < chain_bound) {
     claim.waiter = waiters_.claim(key);
   } else if (waiters_.has(key)) {
     // Held back from now: the release rings inside its statement, before it
     // returns, and a local waiter woken by that ring must not beat the
     // other client it rang for.
-    yields_.mark(key, Clock::now() + kYieldAfterChain);
+    yields_.note(key, Clock::now() + kYieldAfterChain);
   }
 }
 
@@ -180,7 +180,7 @@ Engine::Handoff Engine::hand_over(HoldKind& k, NameKeyView key, std::uint64_t ow
   next.bound = request->bound;
   next.chain_started = before.chain_started == SteadyTime{} ? sent : before.chain_started;
   holds_.record_fresh(key, request->owner, next);
-  // The statement cleared this client's mark on the row.
+  // The statement cleared this client's intent on the row.
   if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(key);
   handoffs_.fetch_add(1, std::memory_order_relaxed);
   if (logger_->should_log(spdlog::level::debug))
@@ -255,11 +255,11 @@ bool Engine::free_row(HoldKind& k, const RowKey& row, const Hold& before, std::i
 
 void Engine::rang_for_waiters_elsewhere(NameKeyView key) {
   const auto now = Clock::now();
-  waited_elsewhere_.mark(key, now + kRingAtOnceFor);
+  waited_elsewhere_.note(key, now + kRingAtOnceFor);
   // Without it, a thread here that takes the name again at once (the one
   // that just released it, or a local waiter) is first at the row every
   // time, and the waiter the ring woke is refused again.
-  yields_.mark(key, now + kYieldAfterChain);
+  yields_.note(key, now + kYieldAfterChain);
 }
 
 void Engine::ring_when_idle(std::uint64_t session) {

@@ -6,7 +6,7 @@
 // - run_reconciled, for a statement that changes rows: a read on a newly
 //   opened connection decides whether it applied (reconcile);
 // - run_idempotent, for a statement safe to run twice (a read, a renewal of
-//   this client's own live holds, its waiting marks, a queue join that
+//   this client's own live holds, its intents, a queue join that
 //   upserts one entry): run once more on another connection.
 //
 // The engine is one (engine.hpp); the kinds reach these through it.

@@ -32,12 +32,6 @@ class EngineTuning {
   void set_handoff_chain_for_tests(Millis bound) noexcept {
     handoff_chain_ms_.store(bound.count(), std::memory_order_relaxed);
   }
-  // How long a read hold's slot row stays after its lease ended before any
-  // client may delete it (the rows of clients that died). Default 1 hour.
-  Millis reader_rows_kept_for() const { return Millis(reader_rows_kept_for_ms_.load(std::memory_order_relaxed)); }
-  void set_reader_rows_kept_for(Millis kept) noexcept {
-    reader_rows_kept_for_ms_.store(kept.count(), std::memory_order_relaxed);
-  }
   // Runs on the acquiring thread when a blocking acquire's first attempt
   // was refused, before it subscribes (tests; set while no acquire runs).
   std::function<void()> refused_before_subscribing;
@@ -46,7 +40,6 @@ class EngineTuning {
   std::atomic<std::uint64_t> handoffs_{0};
   std::atomic<bool> handoffs_enabled_{true};
   std::atomic<Millis::rep> handoff_chain_ms_{kHandoffChain.count()};
-  std::atomic<Millis::rep> reader_rows_kept_for_ms_{3600 * 1000};
 };
 
 }  // namespace dlock::details

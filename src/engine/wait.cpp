@@ -1,8 +1,10 @@
 // The wait rule and the blocking driver of every wait (engine/wait.hpp).
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <mutex>
+
 #include "engine/engine.hpp"
-#include "wakeup/sticky_wake.hpp"
 
 namespace dlock::details {
 
@@ -16,6 +18,33 @@ using Micros = std::chrono::microseconds;
 constexpr Millis kForever = std::chrono::hours(24 * 365 * 100);
 
 using Woken = WaiterRegistry::Subscription::Woken;
+
+// What a blocked watcher waits on: told of every wake of its keys, and
+// sticky, so a wake between a step and the wait is not lost (clear()
+// before the step, wait_for() after it).
+class StickyWake final : public WaiterRegistry::Watcher {
+ public:
+  void woken() override {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    woken_ = false;
+  }
+  bool wait_for(Micros timeout) {  // false: `timeout` passed first
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return woken_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+};
 
 // How a blocked thread listens, from the first step (kWatch) or from the
 // first refusal (kTake) to the end of its wait.

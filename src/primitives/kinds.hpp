@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "dlock/options.hpp"
 #include "engine/hold_kind.hpp"
 
 namespace dlock::details {
@@ -11,7 +12,7 @@ namespace dlock::details {
 // The reentrant lock (get_lock): one row per name, one holder at a time.
 std::unique_ptr<HoldKind> make_lock_kind(const HoldRows& rows);
 // The election (get_election): the lock's hold on its own row, whose take
-// also writes the leader's value and a new revision (sql/election_rows.hpp).
+// also writes the leader's value and a new revision (primitives/election/election_rows.hpp).
 std::unique_ptr<HoldKind> make_election_kind(const HoldRows& rows);
 // The semaphore (get_semaphore): one row per slot 0 .. bound-1, one permit
 // each, so "at most bound at once" is the primary key's doing.
@@ -27,5 +28,8 @@ struct ReadWriteKinds {
   std::unique_ptr<HoldKind> read;
 };
 ReadWriteKinds make_read_write_kinds(const HoldRows& rows);
+// How long a read hold's slot row stays after its lease ended before any
+// client may delete it (the rows of clients that died); default 1 hour.
+void keep_reader_rows_for(KindContext& engine, Millis kept);
 
 }  // namespace dlock::details

@@ -69,7 +69,7 @@ extern const char* const kBellWaitPrefix;
 BellWait wait_for_bell(Connection& c, const std::string& bell, int wait_seconds,
                        const std::shared_ptr<spdlog::logger>& logger);
 
-// ---- parked observers (sql/election_rows.hpp): a wait that only a KILL
+// ---- parked observers (primitives/election/election_rows.hpp): a wait that only a KILL
 // QUERY ends early, found by the user lock its session holds.
 // The lock of a parked wait with `token`.
 std::string observer_lock_name(std::uint64_t token);

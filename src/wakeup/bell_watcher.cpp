@@ -17,15 +17,13 @@ std::function<bool()> BellWatcher::still_waiting(const Slot& slot) {
   return [waiting = slot.waiting, wait = slot.waiting->load()] { return wait != 0 && waiting->load() == wait; };
 }
 
-BellWatcher::BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag,
-                         std::uint64_t client_key, std::size_t slots, int wait_seconds,
+BellWatcher::BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::size_t slots,
+                         int wait_seconds,
                          std::shared_ptr<spdlog::logger> logger, Hooks hooks, std::chrono::milliseconds close_idle_after,
                          int turn_wait_seconds)
     : settings_(std::move(settings)),
       rows_(rows),
-      elections_(rows),
       own_tag_(own_tag),
-      client_key_(client_key),
       wait_seconds_(wait_seconds),
       turn_wait_seconds_(turn_wait_seconds > 0 ? turn_wait_seconds : wait_seconds),
       close_idle_after_(close_idle_after),
@@ -289,7 +287,10 @@ BellWatcher::Round BellWatcher::watch(Connection& c, Slot& slot, const NameKey& 
   const std::vector<Kind> kinds = hooks_.blockers(key.kind);
   const auto foreign = [&](const HoldRows::Watched& w) { return w.hold_id >> 48 != own_tag_; };
   const auto rows = rows_.watched(c, kinds, key.name);
-  if (rows.empty() && key.kind == Kind::kElection && !hooks_.subscribed(key)) return park(c, slot, key, kinds);
+  if (rows.empty() && hooks_.park && !hooks_.subscribed(key)) {
+    const auto how = hooks_.park(c, key, wait_seconds_, [&] { return rows_.watched(c, kinds, key.name).empty(); });
+    if (how) return parked(slot, *how);
+  }
   std::vector<std::string> bells;
   bool any_foreign = false;
   bool unmarked = false;
@@ -339,36 +340,21 @@ BellWatcher::Round BellWatcher::watch(Connection& c, Slot& slot, const NameKey& 
   return Round::kInterrupted;
 }
 
-BellWatcher::Round BellWatcher::park(Connection& c, Slot& slot, const NameKey& key, const std::vector<Kind>& kinds) {
-  ParkedObserver me;
-  me.slot = client_key_;
-  me.token = new_hold_id();
-  me.lock = observer_lock_name(me.token);
-  if (!take_lock_now(c, me.lock, logger_)) return Round::kNoBell;  // taken elsewhere: leave it to the poll
-  Round round = Round::kReleased;
-  try {
-    // The wait's end is a little after the sleep's, so a taker never
-    // overlooks a row whose wait still runs.
-    elections_.park_observer(c, key.name, me, wait_seconds_ + 2);
-    // A take that read the observer rows before this one landed.
-    if (rows_.watched(c, kinds, key.name).empty()) {
-      if (park_until_interrupted(c, me.lock, wait_seconds_, logger_) == ParkedWait::kTimedOut) {
-        round = Round::kTimedOut;
-      } else {
-        // A take's KILL (wake the observers) or this watcher's own
-        // (disarmed, stopping: settle sees `cancelled` / stopping_).
-        std::lock_guard<std::mutex> guard(mutex_);
-        round = slot.cancelled || stopping_ ? Round::kInterrupted : Round::kRung;
-      }
-    }
-    // No row outlives its wait here (a dead client's rows go with the next take).
-    elections_.unpark_observers(c, key.name, {me});
-  } catch (...) {
-    c.mark_broken();  // closing it gives the lock back
-    throw;
+BellWatcher::Round BellWatcher::parked(Slot& slot, Parked how) {
+  switch (how) {
+    case Parked::kNoPlace:
+      return Round::kNoBell;  // leave it to the poll
+    case Parked::kTaken:
+      return Round::kReleased;
+    case Parked::kTimedOut:
+      return Round::kTimedOut;
+    case Parked::kInterrupted:
+      break;
   }
-  give_back_lock(c, me.lock, logger_);
-  return round;
+  // A take's KILL (wake the observers) or this watcher's own (disarmed,
+  // stopping: settle sees `cancelled` / stopping_).
+  std::lock_guard<std::mutex> guard(mutex_);
+  return slot.cancelled || stopping_ ? Round::kInterrupted : Round::kRung;
 }
 
 void BellWatcher::run(Slot& slot) {

@@ -42,13 +42,11 @@
 // watches again; a rest that lasts kRestFor watches again too. Waits in
 // line or on an entry last turn_wait_seconds, one statement each.
 //
-// An election without a leader has no bell: a take there rings nothing.
-// When only observers wait for such an election (no candidate: a candidate
-// would take it), the round parks instead: the connection takes a lock of
-// its own, says so in the election's observer row, reads the election once
-// more (a take that came first is seen here), and sleeps until an election
-// take interrupts it with a KILL QUERY (sql/election_rows.hpp), which
-// wakes the observers at once.
+// A name with no live blocker rings no bell when it is taken. When only
+// watchers wait for it (no taker), the round may park instead, as its
+// kind says (Hooks::park): an election's observers, whose kind parks the
+// connection until its next take interrupts it with a KILL QUERY
+// (primitives/election/election_rows.hpp), which wakes them at once.
 //
 // The row stays the only truth. A spurious ring costs one refused
 // attempt; a missed one (a holder with no bell, a bell whose session died,
@@ -74,7 +72,6 @@
 #include "base/keys.hpp"
 #include "sql/bells.hpp"
 #include "sql/connection.hpp"
-#include "sql/election_rows.hpp"
 #include "sql/hold_rows.hpp"
 #include "wakeup/wake_policy.hpp"
 
@@ -105,6 +102,12 @@ class BellWatcher {
     std::function<std::string(const NameKey& key)> line = nullptr;
     // kChain: this client's place in the queue of `key`, read on `c`.
     std::function<QueuePlace(Connection& c, const NameKey& key)> queue_place = nullptr;
+    // A round of `key` that found no live blocker and no taker waiting:
+    // parks `c` as its kind does (HoldKind::park), at most `seconds`;
+    // nullopt: its kind does not park.
+    std::function<std::optional<Parked>(Connection& c, const NameKey& key, int seconds,
+                                        const std::function<bool()>& still_free)>
+        park = nullptr;
   };
 
   // A dedicated connection unused this long is closed (and opened again
@@ -120,10 +123,8 @@ class BellWatcher {
   // GET_LOCK wait on a bell; `turn_wait_seconds`: in a line or on an entry
   // (0: wait_seconds; both below the connections' read timeout,
   // `settings.io_timeout`). `own_tag`: the top 16 bits of this client's
-  // hold ids (base/identity.hpp). `client_key`: this client's key, the slot
-  // of its parked observer rows.
-  BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::uint64_t client_key,
-              std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
+  // hold ids (base/identity.hpp).
+  BellWatcher(ConnectionSettings settings, const HoldRows& rows, std::uint64_t own_tag, std::size_t slots, int wait_seconds, std::shared_ptr<spdlog::logger> logger, Hooks hooks,
               std::chrono::milliseconds close_idle_after = kCloseIdleAfter, int turn_wait_seconds = 0);
   // Interrupts every waiting session and joins the threads (stop()).
   ~BellWatcher();
@@ -181,8 +182,8 @@ class BellWatcher {
   Round follow(Connection& c, Slot& slot, const NameKey& key);
   // Gives the slot's place back on its own connection (the slot's thread).
   void give_place_back(Slot& slot);
-  // The round for an election with no leader and only observers waiting.
-  Round park(Connection& c, Slot& slot, const NameKey& key, const std::vector<Kind>& kinds);
+  // The round of a park (Hooks::park) that ended so.
+  Round parked(Slot& slot, Parked how);
   // Under no lock: takes the bell `slot` watches among `bells` (foreign,
   // the soonest to expire first), and hands others to free connections.
   // Empty: every one is watched by another connection already.
@@ -208,9 +209,7 @@ class BellWatcher {
 
   const ConnectionSettings settings_;
   const HoldRows& rows_;
-  const ElectionRows elections_;
   const std::uint64_t own_tag_;
-  const std::uint64_t client_key_;
   const int wait_seconds_;
   const int turn_wait_seconds_;
   const std::chrono::milliseconds close_idle_after_;

@@ -27,6 +27,15 @@ enum class WakePolicy {
 // A client's place in a fair lock's queue, as its watcher reads it: the
 // hold id of its first live entry (0: none left, it was granted or left)
 // and of the live entry it waits behind (0: it is first): see chain_target.
+// How a park ended (BellWatcher::Hooks::park): a wait for a take that
+// rings no bell (an election's observers, while it has no leader).
+enum class Parked {
+  kNoPlace,      // could not park (the poll covers it)
+  kTaken,        // taken before the park was in place: no wait
+  kTimedOut,     // waited its longest
+  kInterrupted,  // a KILL QUERY ended it: a take's, or the watcher's own
+};
+
 struct QueuePlace {
   std::uint64_t mine = 0;
   std::uint64_t before = 0;

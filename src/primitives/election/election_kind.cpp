@@ -1,18 +1,21 @@
 // The election's kind: the lock's hold (primitives/lock/lock_kind.hpp) on
 // its own row (6, name, 0), whose take also writes the candidate's value
-// and adds one to the election's revision (sql/election_rows.hpp), in the
+// and adds one to the election's revision (election_rows.hpp), in the
 // same statement. A release never hands leadership straight to a local
 // candidate (the candidate's own take writes its value); every observer
 // hears each take and release here (takes_are_news, kEveryone), and the
-// poller tells observers when the election's view changed.
+// poller tells observers when the election's view changed. While it has no
+// leader, observers elsewhere park a bell connection until the next take
+// interrupts it (park; the protocol is in election_rows.hpp).
 #include <spdlog/spdlog.h>
 
+#include "base/identity.hpp"
 #include "base/printable.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "primitives/kinds.hpp"
 #include "primitives/lock/lock_kind.hpp"
+#include "primitives/election/election_rows.hpp"
 #include "sql/bells.hpp"
-#include "sql/election_rows.hpp"
 
 namespace dlock::details {
 
@@ -42,7 +45,7 @@ class ElectionKind final : public LockKind {
   // The read every campaign makes anyway for its term, which also finds the
   // observers parked on the election while it had no leader: they are
   // woken off this thread. The take stands whatever this read meets.
-  void taken(Engine& e, std::string_view name, std::uint64_t hold_id, Taken& t) override {
+  void taken(KindContext& e, std::string_view name, std::uint64_t hold_id, Taken& t) override {
     try {
       AfterElectionTake after =
           e.read([&](Connection& c) { return elections_.read_after_take(c, name, hold_id); });
@@ -58,7 +61,7 @@ class ElectionKind final : public LockKind {
   // lease that ran out) at the poll at the latest; of a row not seen at the
   // previous poll too (an observer looks again: the row may have changed
   // since it looked).
-  void polled(Engine& e, std::string_view name, bool live, std::uint64_t revision) override {
+  void polled(KindContext& e, std::string_view name, bool live, std::uint64_t revision) override {
     const std::uint64_t view = 2 * revision + (live ? 0 : 1);
     const auto before = polled_views_.find(name);
     if (before == polled_views_.end() || before->second != view)
@@ -71,10 +74,39 @@ class ElectionKind final : public LockKind {
     views_.clear();
   }
 
+  // Takes a lock of its own on `c`, says so in the election's observer row,
+  // reads the election once more (a take that came first is seen here), and
+  // sleeps until a take's KILL QUERY (taken(), above) or `seconds`.
+  std::optional<Parked> park(KindContext& e, Connection& c, std::string_view name, int seconds,
+                             const std::function<bool()>& still_free) override {
+    ParkedObserver me;
+    me.slot = e.client_key();
+    me.token = new_hold_id();
+    me.lock = observer_lock_name(me.token);
+    if (!take_lock_now(c, me.lock, e.logger())) return Parked::kNoPlace;  // taken elsewhere
+    Parked how = Parked::kTaken;
+    try {
+      // The row's end is a little after the sleep's, so a taker never
+      // overlooks a row whose wait still runs.
+      elections_.park_observer(c, name, me, seconds + 2);
+      if (still_free()) {
+        how = park_until_interrupted(c, me.lock, seconds, e.logger()) == ParkedWait::kTimedOut ? Parked::kTimedOut
+                                                                                               : Parked::kInterrupted;
+      }
+      // No row outlives its wait here (a dead client's rows go with the next take).
+      elections_.unpark_observers(c, name, {me});
+    } catch (...) {
+      c.mark_broken();  // closing it gives the lock back
+      throw;
+    }
+    give_back_lock(c, me.lock, e.logger());
+    return how;
+  }
+
  private:
   // Interrupts the parked observers' waits and removes their rows, on the
   // io thread.
-  void wake_parked_observers(Engine& e, std::string name, std::vector<ParkedObserver> parked) {
+  void wake_parked_observers(KindContext& e, std::string name, std::vector<ParkedObserver> parked) {
     e.post_io("waking parked observers", [&e, this, name = std::move(name), parked = std::move(parked)](
                                              const IoThread::ConnectionSource& connection) {
       for (const auto& p : parked) {

@@ -2,7 +2,7 @@
 // renewed, released, lost and reconciled by the engine like any other), so
 // this file only adds what an election has beyond a lock: the term read
 // after a campaign, proclaim, resign, and observers, who wait for the
-// election's view revision (sql/election_rows.hpp) to pass the one they
+// election's view revision (primitives/election/election_rows.hpp) to pass the one they
 // saw.
 //
 // An observer watches the name in the waiter registry (a watcher, never a
@@ -16,7 +16,7 @@
 // No bell can be watched for a take in another client before its taker is
 // known. So while an election has no leader, the bell watcher parks a
 // session that the next take interrupts (election_kind.cpp; the
-// protocol is in sql/election_rows.hpp). The common take follows a release
+// protocol is in primitives/election/election_rows.hpp). The common take follows a release
 // at once (a candidate elsewhere woke at the resign's ring, or at the dead
 // leader's lease end), before the parked session can be in place, so for
 // a short while after an election is first seen without a leader, an

@@ -2,7 +2,7 @@
 // ordinary hold of Kind::kElection on the engine (election_kind.cpp), taken
 // by drive() like any other; this adds the term read after a campaign,
 // proclaim, resign, and observers, who wait for the election's view
-// revision (sql/election_rows.hpp) to pass the one they saw
+// revision (primitives/election/election_rows.hpp) to pass the one they saw
 // (elections.cpp says how they hear of a change).
 //
 // Thread safety: every member is safe to call concurrently.
@@ -22,7 +22,7 @@
 #include "dlock/asio.hpp"
 #include "engine/engine.hpp"
 #include "engine/wait.hpp"
-#include "sql/election_rows.hpp"
+#include "primitives/election/election_rows.hpp"
 
 namespace dlock::details {
 

@@ -2,7 +2,7 @@
 // lock's; its waiters queue in rows (5, name, slot > 0), one per waiting
 // request (slot: the client's 48-bit key, then a number of its own), in the
 // order they joined (acquired_at, then slot). A queue entry is live while
-// its mark (intent_expire) is ahead: the client's poller renews it (one
+// its intent (intent_expire) is ahead: the client's poller renews it (one
 // statement per poll interval for all of a client's entries), so the
 // entry of a dead process is passed over within 3 poll intervals. An entry
 // carries the hold its waiter will get (hold id, owner, mode, lease, the
@@ -20,7 +20,7 @@
 // head (a locking read, so it waits for that commit) and holds the lock:
 // no statement of its own takes it.
 //
-// A waiter that stops waiting leaves the queue (its mark moved into the
+// A waiter that stops waiting leaves the queue (its intent moved into the
 // past); if a release granted it the hold meanwhile, it releases that hold
 // at once, which grants the next one. Force-unlock grants as a release
 // does.
@@ -43,7 +43,7 @@
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/string_map.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "primitives/fair_lock/fair_statements.hpp"
 #include "primitives/kinds.hpp"
 #include "base/name_slots.hpp"
@@ -75,7 +75,7 @@ class FairKind final : public HoldKind {
  public:
   explicit FairKind(const HoldRows& rows) : HoldKind(fair_traits()), sql_(rows) {}
 
-  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
+  Taken take(KindContext& e, const AcquireRequest& r, const Holder& holder) override {
     std::optional<Entry> entry = find(r);
     if (!entry) {
       Taken t = take_fresh(e, r, holder);
@@ -85,12 +85,12 @@ class FairKind final : public HoldKind {
     return take_queued(e, r, *entry);
   }
 
-  Refusal refused(Engine&, const AcquireRequest&, const Taken& t) override { return t.refusal.value_or(Refusal{}); }
+  Refusal refused(KindContext&, const AcquireRequest&, const Taken& t) override { return t.refusal.value_or(Refusal{}); }
 
   // A release may have granted any local waiter: all of them look.
   void wake(WaiterRegistry& waiters, std::string_view name) override { waiters.wake_all(NameKeyView{Kind::kFair, name}); }
 
-  bool free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
+  bool free(KindContext& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
             HoldRows::Marks marks, bool ring) override {
     // Kept taken after the release (unlock_at_least): nobody is granted
     // before that time; the waiters take it when it has passed.
@@ -130,7 +130,7 @@ class FairKind final : public HoldKind {
       // with the ring to follow).
       if (expect_queue) return false;
       if (quiet(marks == HoldRows::Marks::kMarked ? " AND waiters = 1" : " AND waiters = 0")) return true;
-      queued_at_release_.add(row.name);  // most likely refused by the queue mark
+      queued_at_release_.add(row.name);  // most likely refused by the queue intent
       return false;
     }
     if (!expect_queue && quiet("")) return true;
@@ -145,9 +145,9 @@ class FairKind final : public HoldKind {
 
   // The poll's work is done by maintain(): one renewal of this client's
   // entries, which also finds grants made to them.
-  std::vector<std::string> poll(Engine&, Connection&, const std::vector<std::string>&) override { return {}; }
+  std::vector<std::string> poll(KindContext&, Connection&, const std::vector<std::string>&) override { return {}; }
 
-  QueuePlace queue_place(Engine& e, Connection& c, std::string_view name) override {
+  QueuePlace queue_place(KindContext& e, Connection& c, std::string_view name) override {
     return e.rows().run(c, "reading a fair lock's queue", [&] {
       auto& ps = c.prepared(sql_.place);
       Binder(ps).text(name);
@@ -167,7 +167,7 @@ class FairKind final : public HoldKind {
     });
   }
 
-  std::size_t force(Engine& e, Connection& c, std::string_view name) override {
+  std::size_t force(KindContext& e, Connection& c, std::string_view name) override {
     // Granted to the first live entry, as a release would (its client finds
     // it at its next poll).
     const std::int64_t changed = e.rows().run(c, "force-unlocking a fair lock", [&] {
@@ -178,22 +178,22 @@ class FairKind final : public HoldKind {
     return changed > 0 ? 1 : 0;
   }
 
-  void request_ended(Engine& e, const AcquireRequest& r, bool /*acquired*/) override {
+  void request_ended(KindContext& e, const AcquireRequest& r, bool /*acquired*/) override {
     if (queued_count_.load(std::memory_order_acquire) == 0) return;
     std::optional<Entry> entry = take_entry(r);
     if (!entry) return;
     try {
       leave(e, r, *entry);
     } catch (const std::exception& err) {
-      // The entry's mark runs out within 3 poll intervals; until then the
+      // The entry's intent runs out within 3 poll intervals; until then the
       // poller renews nothing for it (it is no longer listed here).
       e.logger()->warn("dlock: could not leave the queue of fair lock {}: {}", printable(r.key.name), err.what());
     }
     slots_.release(r.key.name, entry->index);
   }
 
-  void maintain(Engine& e, const std::function<Connection&()>& connection) override {
-    renew_marks(e, connection);
+  void maintain(KindContext& e, const std::function<Connection&()>& connection) override {
+    renew_intents(e, connection);
     bool renew = false;
     {
       std::lock_guard<std::mutex> guard(mutex_);
@@ -220,16 +220,16 @@ class FairKind final : public HoldKind {
     }
   }
 
-  bool is_locked(Engine& e, std::string_view name) override { return head(e, name).live; }
+  bool is_locked(KindContext& e, std::string_view name) override { return head(e, name).live; }
 
-  std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
+  std::optional<std::int64_t> ttl_us(KindContext& e, std::string_view name) override {
     const HoldRow r = head(e, name);
     return r.live ? r.ttl_us : std::nullopt;
   }
 
   std::size_t names_kept() const override { return slots_.names(); }
 
-  void shutdown(Engine& e, Connection& c) override {
+  void shutdown(KindContext& e, Connection& c) override {
     // This client's queue entries (its waits have ended).
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
@@ -286,12 +286,12 @@ class FairKind final : public HoldKind {
   }
 
   // A take with nobody queued (a try_lock, or a waiter's first attempt).
-  Taken take_fresh(Engine& e, const AcquireRequest& r, const Holder& holder) {
+  Taken take_fresh(KindContext& e, const AcquireRequest& r, const Holder& holder) {
     Taken t;
     const std::string_view name = r.key.name;
     const std::int64_t lease_us = micros(r.lease);
     const auto attempt = [&](const std::string& sql) {
-      return e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+      return e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kNothing,
                                [&](Connection& c, const std::string* bell) {
                                  return e.rows().run(c, "taking a fair lock", [&] {
                                    auto& ps = c.prepared(sql);
@@ -314,26 +314,26 @@ class FairKind final : public HoldKind {
       known_.add(name);
     }
     t.taken = attempt(sql_.take);
-    // Refused: held, or the queue mark is ahead. A try (nobody to queue
+    // Refused: held, or the queue intent is ahead. A try (nobody to queue
     // behind it) asks whether anyone is queued at all.
     if (!t.taken && r.single_attempt) t.taken = attempt(sql_.checked_take);
     if (!t.taken) t.refusal = Refusal{0, false};
     return t;
   }
 
-  Entry join(Engine& e, const AcquireRequest& r, const Holder& holder) {
+  Entry join(KindContext& e, const AcquireRequest& r, const Holder& holder) {
     const NameSlots::Slot slot = slots_.allocate(r.key.name);
     Entry entry;
     entry.index = slot.index;
     entry.slot = entry_slot(e.client_key(), slot.index);
     entry.hold_id = holder.hold_id;
-    const std::int64_t mark_us = micros(e.intent_lease());
-    // A watchdog hold is granted for one mark's lease (a waiter that died
+    const std::int64_t intent_us = micros(e.intent_lease());
+    // A watchdog hold is granted for one intent's lease (a waiter that died
     // still queued holds it that long at most); the watchdog then renews it.
-    entry.lease_us = r.watchdog ? std::min(micros(r.lease), mark_us) : micros(r.lease);
+    entry.lease_us = r.watchdog ? std::min(micros(r.lease), intent_us) : micros(r.lease);
     try {
       e.with_connection([&](Connection& c) {
-        const std::string* bell = e.fast_wakeup() ? take_session_bell(c, e.logger()) : nullptr;
+        const std::string* bell = e.options().fast_wakeup ? take_session_bell(c, e.logger()) : nullptr;
         static const std::string kNoBell;
         const std::string& bell_text = bell != nullptr ? *bell : kNoBell;
         // Running it again re-joins at the back (one entry, upserted):
@@ -342,13 +342,13 @@ class FairKind final : public HoldKind {
           return e.rows().run(on, "joining a fair lock's queue", [&] {
             auto& ps = on.prepared(sql_.join);
             Binder b(ps);
-            b.text(r.key.name).i64(kFairHeadMarkUs);
+            b.text(r.key.name).i64(kFairHeadIntentUs);
             b.text(r.key.name).u64(entry.slot).u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host);
             // The grant writes the entry's lease as a hold's (written_lease_us).
             const std::int64_t written = written_lease_us(entry.lease_us);
-            b.u64(holder.pid).flag(r.watchdog).i64(written).text(bell_text).u64(e.client_key()).i64(mark_us);
+            b.u64(holder.pid).flag(r.watchdog).i64(written).text(bell_text).u64(e.client_key()).i64(intent_us);
             b.u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host).u64(holder.pid).flag(r.watchdog);
-            b.i64(written).text(bell_text).u64(e.client_key()).i64(kFairHeadMarkUs).i64(mark_us);
+            b.i64(written).text(bell_text).u64(e.client_key()).i64(kFairHeadIntentUs).i64(intent_us);
             return execute_update(ps);
           });
         };
@@ -370,7 +370,7 @@ class FairKind final : public HoldKind {
 
   // A queued waiter's attempt: granted already, first at a free head, or
   // still waiting.
-  Taken take_queued(Engine& e, const AcquireRequest& r, Entry entry) {
+  Taken take_queued(KindContext& e, const AcquireRequest& r, Entry entry) {
     Taken t;
     const std::string_view name = r.key.name;
     struct Look {
@@ -421,7 +421,7 @@ class FairKind final : public HoldKind {
       }
     }
     if (!l.queued) {
-      // Passed over (its mark ran out while this client could not renew
+      // Passed over (its intent ran out while this client could not renew
       // it) or never written: queue again, at the back.
       take_entry(r);
       slots_.release(name, entry.index);
@@ -448,7 +448,7 @@ class FairKind final : public HoldKind {
   }
 
   // The head while it is free, if `entry` is the first live one.
-  bool take_first(Engine& e, const AcquireRequest& r, const Entry& entry) {
+  bool take_first(KindContext& e, const AcquireRequest& r, const Entry& entry) {
     const std::string_view name = r.key.name;
     return e.run_reconciled(
         name,
@@ -460,8 +460,8 @@ class FairKind final : public HoldKind {
           }) > 0;
         },
         [&](Connection& c) {
-          return e.rows().find(c, Kind::kFair, name, entry.hold_id) ? Engine::Verdict::kApplied
-                                                                    : Engine::Verdict::kNotApplied;
+          return e.rows().find(c, Kind::kFair, name, entry.hold_id) ? KindContext::Verdict::kApplied
+                                                                    : KindContext::Verdict::kNotApplied;
         });
   }
 
@@ -477,7 +477,7 @@ class FairKind final : public HoldKind {
     }
   }
 
-  void leave(Engine& e, const AcquireRequest& r, const Entry& entry) {
+  void leave(KindContext& e, const AcquireRequest& r, const Entry& entry) {
     const std::string_view name = r.key.name;
     CallBudget budget(e.options().io_timeout);
     const bool left = e.read([&](Connection& c) {
@@ -504,7 +504,7 @@ class FairKind final : public HoldKind {
   // left), or its head is free (a lease ran out, a grant went to a waiter
   // that died): fewer rows than entries wakes the waiters of those names,
   // and each looks (a lost wake costs at most a poll interval).
-  void renew_marks(Engine& e, const std::function<Connection&()>& connection) {
+  void renew_intents(KindContext& e, const std::function<Connection&()>& connection) {
     std::vector<std::string> names;
     {
       std::lock_guard<std::mutex> guard(mutex_);
@@ -518,7 +518,7 @@ class FairKind final : public HoldKind {
     };
     std::vector<std::string> distinct = names;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    const std::int64_t mark_us = micros(e.intent_lease());
+    const std::int64_t intent_us = micros(e.intent_lease());
     try {
       CallBudget budget(e.options().io_timeout);
       Connection& c = connection();
@@ -528,8 +528,8 @@ class FairKind final : public HoldKind {
         const std::int64_t renewed = e.rows().run(c, "renewing queue entries", [&] {
           auto& ps = c.prepared(sql_.renew_entries + placeholders(bucket) + ")");
           Binder b(ps);
-          b.i64(mark_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
-          b.u64(e.client_key()).i64(mark_us / 2);
+          b.i64(intent_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
+          b.u64(e.client_key()).i64(intent_us / 2);
           bind_texts(b, distinct, first, count, bucket);
           return execute_update(ps);
         });
@@ -541,7 +541,7 @@ class FairKind final : public HoldKind {
     }
   }
 
-  static HoldRow head(Engine& e, std::string_view name) {
+  static HoldRow head(KindContext& e, std::string_view name) {
     return e.read([&](Connection& c) { return e.rows().read(c, RowKey{Kind::kFair, std::string(name), 0}); });
   }
 

@@ -9,7 +9,7 @@ namespace dlock::details {
 namespace {
 
 std::string join_statement(const std::string& q) {
-  // Joining: the head's queue mark raised and the entry written, in one
+  // Joining: the head's queue intent raised and the entry written, in one
   // statement (a two-row upsert whose update keeps the head's hold
   // columns). An entry joins anew at the back. Its place is SYSDATE(6), read
   // as its row is written, after the head row's lock was granted (the rows
@@ -67,8 +67,8 @@ FairStatements::FairStatements(const HoldRows& rows) {
   // Free (or its own earlier run) and nobody queued.
   take = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") + " WHERE" + head +
          " AND (expire_time <= NOW(6) OR hold_id = ?) AND intent_expire <= NOW(6)";
-  // The same while the head's queue mark is ahead but no entry is live:
-  // the mark is stale, and goes.
+  // The same while the head's queue intent is ahead but no entry is live:
+  // the intent is stale, and goes.
   const std::string first_live = "(SELECT slot FROM " + q +
                                  " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name = ? AND slot > 0 AND intent_expire > NOW(6)"
                                  " ORDER BY acquired_at, slot LIMIT 1)";
@@ -89,7 +89,7 @@ FairStatements::FairStatements(const HoldRows& rows) {
   const std::string queue = "UPDATE " + q + " h LEFT JOIN " + first_live + " f ON 1 = 1 LEFT JOIN " + q +
                             " e ON e.kind = " + kind_sql(Kind::kFair) + " AND e.lock_name = h.lock_name AND e.slot = f.slot SET ";
   // The release with a queue: granted to the first live entry, else freed
-  // (and the stale queue mark cleared). A ringing release moves its
+  // (and the stale queue intent cleared). A ringing release moves its
   // session to the next bell; an entry that joined on that session recorded
   // the bell being rung, so its grant records the next one (the one its
   // release will ring).
@@ -121,7 +121,7 @@ FairStatements::FairStatements(const HoldRows& rows) {
   // held, so an entry not renewed tells it to look (granted to it, or the
   // head is free: its holder's lease ran out, or it went to a waiter that
   // died). While the head stays free an entry is still renewed once its
-  // mark has less than `margin` left, so it is never passed over for that.
+  // intent has less than `margin` left, so it is never passed over for that.
   renew_entries = "UPDATE " + q + " e JOIN " + q +
                   " h ON h.kind = " + kind_sql(Kind::kFair) + " AND h.lock_name = e.lock_name AND h.slot = 0"
                   " SET e.intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE e.kind = " + kind_sql(Kind::kFair) + " AND e.slot BETWEEN ? AND ?"

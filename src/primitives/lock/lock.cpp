@@ -1,7 +1,7 @@
 // The reentrant lock: row (1, name, 0). A fresh take is one conditional
 // UPDATE of a row known to exist (an upsert on a name's first use here);
 // it succeeds while the row is free or expired and no other client's
-// waiting mark is live (intent_id: a waiter that cannot be rung goes next).
+// intent is live (intent_id: a waiter that cannot be rung goes next).
 // A release, a re-entry and a renewal are the engine's generic statements.
 // Several names are taken together by the multi-lock (primitives/multi_lock/);
 // the election's kind is this one on its own rows, with columns of its own
@@ -14,7 +14,7 @@
 #include "base/printable.hpp"
 #include "base/known_rows.hpp"
 #include "base/string_map.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "primitives/kinds.hpp"
 #include "primitives/lock/lock_kind.hpp"
 #include "sql/bells.hpp"
@@ -88,13 +88,13 @@ LockKind::LockKind(const HoldRows& rows, Traits kind_traits, Columns columns)
               q + " WHERE kind = " + k + " AND slot = 0 AND lock_name IN (";
 }
 
-HoldKind::Taken LockKind::take(Engine& e, const AcquireRequest& r, const Holder& holder) {
+HoldKind::Taken LockKind::take(KindContext& e, const AcquireRequest& r, const Holder& holder) {
   Taken t;
   const std::string_view name = r.key.name;
   const bool known = known_.contains(name);
   const std::int64_t lease_us = micros(r.lease);
   std::int64_t changed = 0;  // 0 after an unknown outcome
-  t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kSlotAndFence,
+  t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kSlotAndFence,
                               [&](Connection& c, const std::string* bell) {
     changed = e.rows().run(c, "taking a lock", [&] {
       auto& ps = c.prepared(known ? take_sql_ : upsert_sql_);
@@ -128,7 +128,7 @@ HoldKind::Taken LockKind::take(Engine& e, const AcquireRequest& r, const Holder&
   return t;
 }
 
-HoldKind::Refusal LockKind::refused(Engine& e, const AcquireRequest& r, const Taken& t) {
+HoldKind::Refusal LockKind::refused(KindContext& e, const AcquireRequest& r, const Taken& t) {
   const HoldRow row = t.seen ? *t.seen : e.read([&](Connection& c) {
     return e.rows().read_state(c, RowKey{traits.kind, r.key.name, 0});
   });
@@ -141,7 +141,7 @@ HoldKind::Refusal LockKind::refused(Engine& e, const AcquireRequest& r, const Ta
   return Refusal{row.ttl_us.value_or(0), !e.is_this_clients(row.hold_id)};
 }
 
-bool LockKind::hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
+bool LockKind::hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                          const AcquireRequest& request) {
   return e.rows().run(c, "handing a lock over", [&] {
            auto& ps = c.prepared(hand_over_sql_);
@@ -154,9 +154,9 @@ bool LockKind::hand_over(Engine& e, Connection& c, const RowKey& row, std::uint6
 
 // Returns the names held by another hold than the one the previous poll
 // saw: a release came and went between two polls, and the waiters here
-// lost the race for it (so they mark the row, see Traits::intents). A
-// name held by one long hold costs no mark.
-std::vector<std::string> LockKind::poll(Engine& e, Connection& c, const std::vector<std::string>& names) {
+// lost the race for it (so they set their intent on the row, see Traits::intents). A
+// name held by one long hold costs no intent.
+std::vector<std::string> LockKind::poll(KindContext& e, Connection& c, const std::vector<std::string>& names) {
   std::vector<std::string> retaken;
   StringMap<std::uint64_t> seen;
   for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
@@ -190,18 +190,18 @@ std::vector<std::string> LockKind::poll(Engine& e, Connection& c, const std::vec
   return retaken;
 }
 
-bool LockKind::is_locked(Engine& e, std::string_view name) { return row(e, traits.kind, name).live; }
+bool LockKind::is_locked(KindContext& e, std::string_view name) { return row(e, traits.kind, name).live; }
 
-std::optional<std::int64_t> LockKind::ttl_us(Engine& e, std::string_view name) {
+std::optional<std::int64_t> LockKind::ttl_us(KindContext& e, std::string_view name) {
   const HoldRow r = row(e, traits.kind, name);
   return r.live ? r.ttl_us : std::nullopt;
 }
 
-HoldRow LockKind::row(Engine& e, Kind kind, std::string_view name) {
+HoldRow LockKind::row(KindContext& e, Kind kind, std::string_view name) {
   return e.read([&](Connection& c) { return e.rows().read(c, RowKey{kind, std::string(name), 0}); });
 }
 
-void LockKind::bind_upsert(Binder& b, Engine& e, std::string_view name, const Holder& h, std::int64_t lease_us,
+void LockKind::bind_upsert(Binder& b, KindContext& e, std::string_view name, const Holder& h, std::int64_t lease_us,
                            bool watchdog, const std::string* bell, const std::string& value) const {
   static const std::string kNoBell;
   const std::string& bell_text = bell != nullptr ? *bell : kNoBell;

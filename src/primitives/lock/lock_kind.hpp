@@ -37,27 +37,27 @@ class LockKind : public HoldKind {
 
   LockKind(const HoldRows& rows, Traits traits, Columns columns = {});
 
-  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override;
-  Refusal refused(Engine& e, const AcquireRequest& r, const Taken& t) override;
-  bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
+  Taken take(KindContext& e, const AcquireRequest& r, const Holder& holder) override;
+  Refusal refused(KindContext& e, const AcquireRequest& r, const Taken& t) override;
+  bool hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override;
   // Returns the names held by another hold than the one the previous poll
   // saw (see lock.cpp).
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override;
-  bool is_locked(Engine& e, std::string_view name) override;
-  std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override;
+  std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override;
+  bool is_locked(KindContext& e, std::string_view name) override;
+  std::optional<std::int64_t> ttl_us(KindContext& e, std::string_view name) override;
 
  protected:
   // After a take of `name` by `hold_id` succeeded (on the taking thread).
-  virtual void taken(Engine&, std::string_view /*name*/, std::uint64_t /*hold_id*/, Taken&) {}
+  virtual void taken(KindContext&, std::string_view /*name*/, std::uint64_t /*hold_id*/, Taken&) {}
   // The poller read `name`'s row (io thread): live or not, at `revision`;
   // poll_ended after the last row of a poll.
-  virtual void polled(Engine&, std::string_view /*name*/, bool /*live*/, std::uint64_t /*revision*/) {}
+  virtual void polled(KindContext&, std::string_view /*name*/, bool /*live*/, std::uint64_t /*revision*/) {}
   virtual void poll_ended() {}
 
  private:
-  static HoldRow row(Engine& e, Kind kind, std::string_view name);
-  void bind_upsert(Binder& b, Engine& e, std::string_view name, const Holder& h, std::int64_t lease_us,
+  static HoldRow row(KindContext& e, Kind kind, std::string_view name);
+  void bind_upsert(Binder& b, KindContext& e, std::string_view name, const Holder& h, std::int64_t lease_us,
                    bool watchdog, const std::string* bell, const std::string& value) const;
 
   const Columns columns_;

@@ -119,7 +119,7 @@ LockSet::Taken LockSet::take(Engine& e, const std::vector<Member>& members, cons
   make_rows(e, fresh);
   Taken t;
   const auto statement = [&](Connection& c) {
-    const std::string* bell = e.fast_wakeup() && !fresh.empty() ? take_session_bell(c, e.logger()) : nullptr;
+    const std::string* bell = e.options().fast_wakeup && !fresh.empty() ? take_session_bell(c, e.logger()) : nullptr;
     const bool taken = run(e, c, fresh, again, holder, lease_us, watchdog, bell, t.lost);
     t.bell_session = bell != nullptr && taken ? c.session_key() : 0;
     return taken;

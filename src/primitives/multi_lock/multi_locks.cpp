@@ -124,9 +124,7 @@ bool MultiLocks::acquire(const SetRequest& r, const std::atomic<bool>* interrupt
 }
 
 void SetWait::ended(bool done) {
-  if (!watching_) return;
-  watching_.reset();
-  locks_.waiting_ended(request_, done);
+  if (started_) locks_.waiting_ended(request_, done);
 }
 
 void MultiLocks::waiting_ended(const SetRequest& r, bool acquired) {

@@ -5,8 +5,8 @@
 // refused request holds none of them and waits for a wake of any name:
 // a local release, a ring of the bell of a hold elsewhere that blocks it,
 // the poll, or the first blocking lease's end. It watches the names only
-// (Engine::WatchOnly): it never marks a row to go next, since a set must
-// not keep a name it cannot take. Once taken, each name is an ordinary
+// (a watcher, never a taker): it never marks a row to go next, since a set
+// must not keep a name it cannot take. Once taken, each name is an ordinary
 // lock hold of the owner: the watchdog renews it, a loss is reported per
 // name, and a name the owner holds already is counted up. A release counts
 // each name down and frees the set's last holds in one statement per bell
@@ -83,8 +83,8 @@ class MultiLocks {
   LockSet set_;
 };
 
-// A set's Wait: it watches every name, and marks none of their rows to go
-// next (Engine::WatchOnly), since a set must not keep a name it cannot take.
+// A set's Wait: it watches every name (a watcher marks no row to go next:
+// a set must not keep a name it cannot take).
 class SetWait final : public Wait {
  public:
   SetWait(MultiLocks& locks, SetRequest request)
@@ -94,13 +94,13 @@ class SetWait final : public Wait {
         request_(std::move(request)) {}
   AcquireStep step() override { return locks_.step(request_); }
   std::vector<NameKey> keys() const override { return MultiLocks::keys(request_.names); }
-  void started() override { watching_.emplace(locks_.engine(), keys()); }
+  void started() override { started_ = true; }
   void ended(bool done) override;
 
  private:
   MultiLocks& locks_;
   const SetRequest request_;
-  std::optional<Engine::WatchOnly> watching_;
+  bool started_ = false;
 };
 
 }  // namespace dlock::details

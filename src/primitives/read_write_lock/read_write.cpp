@@ -1,15 +1,15 @@
 // The read-write lock: the head row (3, name, 0) carries the write hold;
 // each read hold is a slot row (4, name, slot) of the reading client (slot
 // = its 48-bit key, then the slot's 16-bit number), reused from hold to
-// hold; each client with a waiting writer keeps a mark row (3, name, its
+// hold; each client with a waiting writer keeps a intent row (3, name, its
 // key) live while it waits.
 //
 // The rule, decided under the head row's lock: a write is taken only while
 // no write is live and no read is live; a read only while no write is live
-// and no writer's mark row is live (or the live write is the same owner's:
+// and no writer's intent row is live (or the live write is the same owner's:
 // a downgrade). So once a writer waits, new readers wait behind it,
 // whichever client's writers wait and in whichever order they stop (the
-// head's intent_expire mirrors the latest live mark, so a read take looks
+// head's intent_expire mirrors the latest live intent, so a read take looks
 // at the head alone). A read take locks the head, sets its read_taken and
 // gives the hold to its slot row; a read's release is the generic release of its slot row. A write
 // take is one single-row statement while read_taken is 0 (no read since
@@ -21,9 +21,9 @@
 // is the head's fence + 1, so it is above every write that ended before it
 // and below every write taken after it, without the read writing the fence.
 //
-// Slot and mark rows do not accumulate: a client that ends cleanly deletes
+// Slot and intent rows do not accumulate: a client that ends cleanly deletes
 // its own; any client deletes a name's rows that have been free or expired
-// for Engine::reader_rows_kept_for when it first reads the name, and sweeps
+// for ReadWriteRows::kept() when it first reads the name, and sweeps
 // such rows (a bounded DELETE) every so often.
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
@@ -35,7 +35,7 @@
 #include "base/kinds_table.hpp"
 #include "base/micros.hpp"
 #include "base/printable.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "primitives/kinds.hpp"
 #include "primitives/read_write_lock/read_write_rows.hpp"
 #include "base/name_slots.hpp"
@@ -49,7 +49,7 @@ namespace {
 using Micros = std::chrono::microseconds;
 
 // A reader is held back by a writer that is taking the write side right
-// now (its mark live, no read ahead of it): it looks again this soon.
+// now (its intent live, no read ahead of it): it looks again this soon.
 constexpr std::int64_t kWriterTakingUs = 20'000;
 
 HoldKind::Traits rw_traits(Kind kind) {
@@ -77,7 +77,7 @@ class WriteKind final : public HoldKind {
  public:
   explicit WriteKind(std::shared_ptr<ReadWriteRows> shared) : HoldKind(rw_traits(Kind::kWrite)), s_(std::move(shared)) {}
 
-  void check(Engine& e, const AcquireRequest& r) override {
+  void check(KindContext& e, const AcquireRequest& r) override {
     if (e.local_hold(NameKeyView{Kind::kRead, r.key.name}, r.owner)) {
       throw std::logic_error("dlock: the owner holds only the read side of read-write lock \"" +
                              printable(r.key.name) +
@@ -86,11 +86,11 @@ class WriteKind final : public HoldKind {
     }
   }
 
-  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
+  Taken take(KindContext& e, const AcquireRequest& r, const Holder& holder) override {
     Taken t;
     const std::int64_t lease_us = micros(r.lease);
     for (int round = 0; round < 2; ++round) {
-      t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+      t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kNothing,
                                   [&](Connection& c, const std::string* bell) {
                                     s_->ensure_head(e, c, r.key.name);
                                     const auto take = [&](const std::string& statement) {
@@ -124,9 +124,9 @@ class WriteKind final : public HoldKind {
     return t;
   }
 
-  Refusal refused(Engine&, const AcquireRequest&, const Taken& t) override { return t.refusal.value_or(Refusal{}); }
+  Refusal refused(KindContext&, const AcquireRequest&, const Taken& t) override { return t.refusal.value_or(Refusal{}); }
 
-  bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
+  bool hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
     return e.rows().run(c, "handing a write lock over", [&] {
              auto& ps = c.prepared(s_->hand_over_write);
@@ -137,49 +137,49 @@ class WriteKind final : public HoldKind {
            }) > 0;
   }
 
-  std::vector<std::string> mark(Engine& e, Connection& c, const std::vector<std::string>& names,
+  std::vector<std::string> set_intents(KindContext& e, Connection& c, const std::vector<std::string>& names,
                                 std::int64_t lease_us) override {
     for (const auto& name : names) {
-      // The head first: once the mark row is there, readers are held back.
-      e.rows().run(c, "marking a waiting writer", [&] {
-        auto& ps = c.prepared(s_->mark_head);
+      // The head first: once the intent row is there, readers are held back.
+      e.rows().run(c, "setting a waiting writer's intent", [&] {
+        auto& ps = c.prepared(s_->intend_head);
         Binder(ps).i64(lease_us).text(name);
         return execute_update(ps);
       });
-      e.rows().run(c, "marking a waiting writer", [&] {
-        auto& ps = c.prepared(s_->mark);
+      e.rows().run(c, "setting a waiting writer's intent", [&] {
+        auto& ps = c.prepared(s_->intend);
         Binder(ps).text(name).u64(e.client_key()).text(e.machine_id()).text(e.host()).u64(e.pid()).i64(lease_us).i64(
             lease_us);
         return execute_update(ps);
       });
-      std::lock_guard<std::mutex> guard(marked_mutex_);
-      marked_.emplace(name);
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      intents_.emplace(name);
     }
-    return names;  // a client's own mark row is always its own
+    return names;  // a client's own intent row is always its own
   }
 
-  void unmark(Engine& e, Connection& c, std::string_view name) override {
-    e.rows().run(c, "unmarking a waiting writer", [&] {
-      auto& ps = c.prepared(s_->unmark);
+  void clear_intent(KindContext& e, Connection& c, std::string_view name) override {
+    e.rows().run(c, "clearing a waiting writer's intent", [&] {
+      auto& ps = c.prepared(s_->withdraw);
       Binder(ps).text(name).u64(e.client_key());
       return execute_update(ps);
     });
-    e.rows().run(c, "unmarking a waiting writer", [&] {
-      auto& ps = c.prepared(s_->unmark_head);
+    e.rows().run(c, "clearing a waiting writer's intent", [&] {
+      auto& ps = c.prepared(s_->withdraw_head);
       Binder(ps).text(name).text(name);
       return execute_update(ps);
     });
   }
 
-  void shutdown(Engine& e, Connection& c) override {
-    // This client's mark rows (its marks were taken off just before).
+  void shutdown(KindContext& e, Connection& c) override {
+    // This client's intent rows (its intents were cleared just before).
     std::vector<std::string> names;
     {
-      std::lock_guard<std::mutex> guard(marked_mutex_);
-      names.assign(marked_.begin(), marked_.end());
+      std::lock_guard<std::mutex> guard(intents_mutex_);
+      names.assign(intents_.begin(), intents_.end());
     }
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "deleting this client's writer marks", [&] {
+      e.rows().run(c, "deleting this client's writer intents", [&] {
         auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kWrite) + " AND slot = ? AND lock_name IN (" +
                               placeholders(bucket) + ")");
         Binder b(ps);
@@ -192,7 +192,7 @@ class WriteKind final : public HoldKind {
 
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
     poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t live_reads, bool) {
       if (!write_live && live_reads == 0) {
@@ -204,21 +204,21 @@ class WriteKind final : public HoldKind {
     return held;
   }
 
-  bool is_locked(Engine& e, std::string_view name) override { return s_->read_head(e, name).row.live; }
-  std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
+  bool is_locked(KindContext& e, std::string_view name) override { return s_->read_head(e, name).row.live; }
+  std::optional<std::int64_t> ttl_us(KindContext& e, std::string_view name) override {
     const auto head = s_->read_head(e, name);
     return head.row.live ? head.row.ttl_us : std::nullopt;
   }
 
   // The head row: the write hold only (read holds are the read side's, and
-  // a waiting writer's mark row is no hold: clearing it would let new
+  // a waiting writer's intent row is no hold: clearing it would let new
   // readers overtake that writer).
-  std::size_t force(Engine& e, Connection& c, std::string_view name) override {
+  std::size_t force(KindContext& e, Connection& c, std::string_view name) override {
     return e.rows().force(c, Kind::kWrite, name, true);
   }
 
   template <class Each>
-  void poll_heads(Engine& e, Connection& c, const std::vector<std::string>& names, Each&& each) {
+  void poll_heads(KindContext& e, Connection& c, const std::vector<std::string>& names, Each&& each) {
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for read-write locks", [&] {
         auto& ps = c.prepared(s_->poll + placeholders(bucket) + ")");
@@ -233,8 +233,8 @@ class WriteKind final : public HoldKind {
 
  private:
   std::shared_ptr<ReadWriteRows> s_;
-  std::mutex marked_mutex_;
-  StringSet marked_;  // names this client has made a mark row for
+  std::mutex intents_mutex_;
+  StringSet intents_;  // names this client has made a intent row for
 };
 
 class ReadKind final : public HoldKind {
@@ -242,8 +242,8 @@ class ReadKind final : public HoldKind {
   ReadKind(std::shared_ptr<ReadWriteRows> shared, WriteKind& write)
       : HoldKind(rw_traits(Kind::kRead)), s_(std::move(shared)), write_(write) {}
 
-  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
-    // The owner's own live write lets the read past it and past any mark
+  Taken take(KindContext& e, const AcquireRequest& r, const Holder& holder) override {
+    // The owner's own live write lets the read past it and past any intent
     // (a downgrade).
     const auto write = e.local_hold(NameKeyView{Kind::kWrite, r.key.name}, r.owner);
     const std::uint64_t write_hold_id = write ? write->hold_id : 0;
@@ -254,7 +254,7 @@ class ReadKind final : public HoldKind {
       bool missing = false;
       try {
         // Not the row's fence: a read's token is the head's.
-        t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kNothing,
+        t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kNothing,
                                     [&](Connection& c, const std::string* bell) {
                                       if (!slot.known) {
                                         s_->ensure_head(e, c, r.key.name);
@@ -276,24 +276,24 @@ class ReadKind final : public HoldKind {
     return t;
   }
 
-  Refusal refused(Engine& e, const AcquireRequest& r, const Taken&) override {
+  Refusal refused(KindContext& e, const AcquireRequest& r, const Taken&) override {
     const ReadWriteRows::Head head = s_->read_head(e, r.key.name);
     const HoldRow& w = head.row;
     // Wait for the writer: at its release (its bell), or its lease end.
     if (w.live) return Refusal{w.ttl_us.value_or(0), !e.is_this_clients(w.hold_id)};
-    if (head.marks_ttl_us) {
+    if (head.intents_ttl_us) {
       // Held back by a waiting writer, which takes the lock when the reads
       // ahead end, then releases it (its bell): look again when those reads
       // end, or very soon when none is ahead (the writer is taking it now).
       const std::int64_t reads = head.live_reads > 0 ? head.read_ttl_us : kWriterTakingUs;
-      return Refusal{std::min(*head.marks_ttl_us, reads), false};
+      return Refusal{std::min(*head.intents_ttl_us, reads), false};
     }
     return Refusal{0, false};
   }
 
   // The generic release of the slot row; the slot is this client's to
   // reuse once the row is free.
-  bool free(Engine& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
+  bool free(KindContext& e, Connection& c, const RowKey& row, std::uint64_t hold_id, std::int64_t at_least_us,
             HoldRows::Marks marks, bool ring) override {
     const bool changed = e.rows().free(c, row, hold_id, at_least_us, marks, ring);
     // A row kept taken (unlock_at_least) is not reused before its time;
@@ -309,7 +309,7 @@ class ReadKind final : public HoldKind {
 
   void wake(WaiterRegistry& waiters, std::string_view name) override { wake_both(waiters, name); }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
     write_.poll_heads(e, c, names, [&](const std::string& name, bool write_live, std::uint64_t, bool intent) {
       if (!write_live && !intent) {
@@ -321,26 +321,27 @@ class ReadKind final : public HoldKind {
     return held;
   }
 
-  bool is_locked(Engine& e, std::string_view name) override {
+  bool is_locked(KindContext& e, std::string_view name) override {
     return e.read([&](Connection& c) { return e.rows().count_live(c, Kind::kRead, name); }) > 0;
   }
-  std::optional<std::int64_t> ttl_us(Engine& e, std::string_view name) override {
+  std::optional<std::int64_t> ttl_us(KindContext& e, std::string_view name) override {
     const auto head = s_->read_head(e, name);
     if (head.live_reads == 0) return std::nullopt;
     return head.read_ttl_us;
   }
 
   // Every read hold of `name`.
-  std::size_t force(Engine& e, Connection& c, std::string_view name) override {
+  std::size_t force(KindContext& e, Connection& c, std::string_view name) override {
     return e.rows().force(c, Kind::kRead, name);
   }
 
   std::size_t names_kept() const override { return slots_.names(); }
+  void keep_rows_for(Millis kept) { s_->kept_ms.store(kept.count(), std::memory_order_relaxed); }
 
-  void maintain(Engine& e, const std::function<Connection&()>& connection) override {
+  void maintain(KindContext& e, const std::function<Connection&()>& connection) override {
     // The slot rows of clients that died, everywhere, now and then.
     const auto now = std::chrono::steady_clock::now();
-    const Millis kept = e.reader_rows_kept_for();
+    const Millis kept = s_->kept();
     const Millis every = std::min<Millis>(kept, std::chrono::minutes(10));
     if (next_sweep_ == std::chrono::steady_clock::time_point{}) next_sweep_ = now + every;
     if (now < next_sweep_) return;
@@ -354,7 +355,7 @@ class ReadKind final : public HoldKind {
     }
   }
 
-  void shutdown(Engine& e, Connection& c) override {
+  void shutdown(KindContext& e, Connection& c) override {
     // This client's own slot rows (its read holds were freed just before).
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
@@ -373,7 +374,7 @@ class ReadKind final : public HoldKind {
   // The read's take on reader slot `slot`; `missing` when refused because
   // the rows are gone (deleted behind the client's back, or a slot row
   // swept after a long idle).
-  bool take_read(Engine& e, Connection& c, const AcquireRequest& r, const Holder& holder, const std::string* bell,
+  bool take_read(KindContext& e, Connection& c, const AcquireRequest& r, const Holder& holder, const std::string* bell,
                  std::uint64_t slot, std::uint64_t write_hold_id, bool& missing) {
     const bool taken = e.rows().run(c, "taking a read lock", [&] {
       auto& ps = c.prepared(s_->take_read);
@@ -390,10 +391,10 @@ class ReadKind final : public HoldKind {
     return taken;
   }
 
-  void ensure_slot(Engine& e, Connection& c, std::string_view name, std::uint64_t slot) {
+  void ensure_slot(KindContext& e, Connection& c, std::string_view name, std::uint64_t slot) {
     // The first time this client reads the name: other clients' rows of it
     // left long ago go, then this one's is made.
-    s_->sweep(e, c, &name, e.reader_rows_kept_for());
+    s_->sweep(e, c, &name, s_->kept());
     e.rows().run(c, "making a reader slot row", [&] {
       auto& ps = c.prepared("INSERT INTO " + s_->q + " (kind, lock_name, slot) VALUES (4, ?, ?) ON DUPLICATE KEY"
                             " UPDATE slot = slot");
@@ -410,6 +411,10 @@ class ReadKind final : public HoldKind {
 };
 
 }  // namespace
+
+void keep_reader_rows_for(KindContext& engine, Millis kept) {
+  dynamic_cast<ReadKind&>(engine.kind(Kind::kRead)).keep_rows_for(kept);
+}
 
 ReadWriteKinds make_read_write_kinds(const HoldRows& rows) {
   auto shared = std::make_shared<ReadWriteRows>(rows);

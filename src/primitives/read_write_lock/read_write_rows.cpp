@@ -9,7 +9,7 @@
 
 #include "base/micros.hpp"
 #include "base/printable.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
 
@@ -35,24 +35,24 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   hand_over_write = "UPDATE " + q + " SET " + fragments::hand_over_assignments("", 2) +
                     " WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = 0 AND hold_id IN (?, ?) AND " + fragments::live() +
                     " AND read_taken = 0";
-  // A waiting writer's mark: its client's row, live while it waits.
-  mark = "INSERT INTO " + q + " (kind, lock_name, slot, owner_id, machine_id, holder_host, holder_pid, acquired_at,"
+  // A waiting writer's intent: its client's row, live while it waits.
+  intend = "INSERT INTO " + q + " (kind, lock_name, slot, owner_id, machine_id, holder_host, holder_pid, acquired_at,"
          " expire_time) VALUES (3, ?, ?, 0, ?, ?, ?, NOW(6), NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY"
          " UPDATE acquired_at = IF(expire_time > NOW(6), acquired_at, NOW(6)),"
          " expire_time = NOW(6) + INTERVAL ? MICROSECOND";
-  unmark = "UPDATE " + q + " SET expire_time = acquired_at WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = ?";
-  // The head's intent_expire says until when some writer's mark is live,
-  // so a read take looks at one row, not at every mark: a mark raises it
-  // (before making its row), an unmark sets it to the latest mark row
-  // still live. A mark's lease is three polls, renewed every poll, so an
-  // unmark that misses a concurrent first mark holds readers back again at
+  withdraw = "UPDATE " + q + " SET expire_time = acquired_at WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = ?";
+  // The head's intent_expire says until when some writer's intent is live,
+  // so a read take looks at one row, not at every intent: an intent raises it
+  // (before making its row), a clear sets it to the latest intent row
+  // still live. An intent's lease is three polls, renewed every poll, so an
+  // clear that misses a concurrent first intent holds readers back again at
   // that writer's next poll at the latest.
-  mark_head = "UPDATE " + q + " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE"
+  intend_head = "UPDATE " + q + " SET intent_expire = GREATEST(intent_expire, NOW(6) + INTERVAL ? MICROSECOND) WHERE"
               " kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot = 0";
-  unmark_head = "UPDATE " + q + " h JOIN (SELECT COALESCE(MAX(expire_time), '1970-01-02 00:00:00') AS until FROM " + q +
+  withdraw_head = "UPDATE " + q + " h JOIN (SELECT COALESCE(MAX(expire_time), '1970-01-02 00:00:00') AS until FROM " + q +
                 " WHERE kind = " + kind_sql(Kind::kWrite) + " AND lock_name = ? AND slot > 0 AND expire_time > NOW(6)) marks SET h.intent_expire ="
                 " marks.until WHERE" + h;
-  const std::string marks_ttl =
+  const std::string intents_ttl =
       "IF(h.intent_expire > NOW(6), TIMESTAMPDIFF(MICROSECOND, NOW(6), h.intent_expire), NULL)";
   // The head is named first and locked (it is updated), so a read take and
   // a write take of one name queue on the head: a write that finds no live
@@ -67,11 +67,11 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
   const std::string reads = " FROM " + q + " r WHERE r.kind = " + kind_sql(Kind::kRead) + " AND r.lock_name = h.lock_name AND r.expire_time > NOW(6)";
   head = "SELECT " + fragments::row_columns("h.") + ", (SELECT COUNT(*)" + reads +
          "), (SELECT MAX(TIMESTAMPDIFF(MICROSECOND, NOW(6), r.expire_time))" + reads + "), (SELECT COUNT(*)" + reads +
-         " AND r.hold_id >> 48 <> ? AND r.bell <> ''), " + marks_ttl + " FROM " + q + " h WHERE" + h;
+         " AND r.hold_id >> 48 <> ? AND r.bell <> ''), " + intents_ttl + " FROM " + q + " h WHERE" + h;
   poll = "SELECT h.lock_name, h.expire_time > NOW(6), (SELECT COUNT(*)" + reads + "), h.intent_expire > NOW(6) FROM " + q + " h WHERE h.kind = " + kind_sql(Kind::kWrite) + " AND h.slot = 0 AND h.lock_name IN (";
 }
 
-ReadWriteRows::Head ReadWriteRows::read_head(Engine& e, std::string_view name) const {
+ReadWriteRows::Head ReadWriteRows::read_head(KindContext& e, std::string_view name) const {
   return e.read([&](Connection& c) {
     return e.rows().run(c, "reading a read-write lock", [&] {
       auto& ps = c.prepared(head);
@@ -85,13 +85,13 @@ ReadWriteRows::Head ReadWriteRows::read_head(Engine& e, std::string_view name) c
       out.live_reads = rs->getUInt64(n + 1);
       if (!rs->isNull(n + 2)) out.read_ttl_us = rs->getInt64(n + 2);
       out.foreign_reads = rs->getUInt64(n + 3);
-      if (!rs->isNull(n + 4)) out.marks_ttl_us = rs->getInt64(n + 4);
+      if (!rs->isNull(n + 4)) out.intents_ttl_us = rs->getInt64(n + 4);
       return out;
     });
   });
 }
 
-void ReadWriteRows::ensure_head(Engine& e, Connection& c, std::string_view name) {
+void ReadWriteRows::ensure_head(KindContext& e, Connection& c, std::string_view name) {
   if (heads.contains(name)) return;
   e.rows().run(c, "making a read-write lock's row", [&] {
     auto& ps = c.prepared("INSERT INTO " + q + " (kind, lock_name, slot) VALUES (3, ?, 0) ON DUPLICATE KEY UPDATE"
@@ -102,7 +102,7 @@ void ReadWriteRows::ensure_head(Engine& e, Connection& c, std::string_view name)
   heads.add(name);
 }
 
-void ReadWriteRows::sweep(Engine& e, Connection& c, const std::string_view* name, Millis kept) {
+void ReadWriteRows::sweep(KindContext& e, Connection& c, const std::string_view* name, Millis kept) {
   const std::int64_t kept_us = micros(kept);
   const std::string stale = swept_rows_sql() +
                             " AND expire_time < NOW(6) - INTERVAL ? MICROSECOND AND gmt_modified < NOW(6) - INTERVAL ?"

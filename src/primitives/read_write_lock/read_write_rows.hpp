@@ -3,14 +3,15 @@
 //
 // Rows: the head (3, name, 0) carries the write hold, whether a read was
 // taken since the last write (read_taken) and until when a waiting
-// writer's mark is live (intent_expire); a read hold is a slot
+// writer's intent is live (intent_expire); a read hold is a slot
 // row (4, name, reader_slot(client, n)); a client with a waiting writer
-// keeps a mark row (3, name, client key) live while it waits.
+// keeps a intent row (3, name, client key) live while it waits.
 //
 // Thread safety: the statement texts are fixed at construction; the other
 // members are safe to call concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,7 +23,7 @@
 
 namespace dlock::details {
 
-class Engine;
+class KindContext;
 
 // The slot of a client's n-th concurrent read hold of one name: the client's
 // 48-bit key, then n in 16 bits.
@@ -33,38 +34,43 @@ struct ReadWriteRows {
 
   // The head row of `name`, with its live reads (how many, the longest
   // lease left, how many are other clients' with bells) and the waiting
-  // writers' marks (the longest left; nullopt: none).
+  // writers' intents (the longest left; nullopt: none).
   struct Head {
     HoldRow row;
     std::uint64_t live_reads = 0;
     std::int64_t read_ttl_us = 0;
     std::uint64_t foreign_reads = 0;
-    std::optional<std::int64_t> marks_ttl_us;
+    std::optional<std::int64_t> intents_ttl_us;
   };
-  Head read_head(Engine& e, std::string_view name) const;
+  Head read_head(KindContext& e, std::string_view name) const;
 
   // Makes the head row of `name` if this client has not seen it yet (free,
   // fence 0). heads.forget(name) after finding it gone makes it again.
-  void ensure_head(Engine& e, Connection& c, std::string_view name);
+  void ensure_head(KindContext& e, Connection& c, std::string_view name);
 
-  // Deletes slot and mark rows (of `*name`, else of any name, a bounded
+  // Deletes slot and intent rows (of `*name`, else of any name, a bounded
   // number) that have been free or expired, and untouched, for `kept`:
   // found by a read that takes no lock, then deleted by key (conditions
   // checked again), so a row another transaction has locked costs nothing.
-  void sweep(Engine& e, Connection& c, const std::string_view* name, Millis kept);
+  void sweep(KindContext& e, Connection& c, const std::string_view* name, Millis kept);
 
   std::string q;  // the quoted table name
   std::string take_write;
   std::string take_write_past_reads;
   std::string hand_over_write;
-  std::string mark;
-  std::string unmark;
-  std::string mark_head;
-  std::string unmark_head;
+  std::string intend;
+  std::string withdraw;
+  std::string intend_head;
+  std::string withdraw_head;
   std::string take_read;
   std::string head;
   std::string poll;
   KnownRows heads;  // head rows this client knows exist
+  // How long a slot or intent row stays after its lease ended before any
+  // client may delete it (the rows of clients that died). Default 1 hour;
+  // keep_reader_rows_for (primitives/kinds.hpp) sets it.
+  std::atomic<Millis::rep> kept_ms{3600 * 1000};
+  Millis kept() const { return Millis(kept_ms.load(std::memory_order_relaxed)); }
 };
 
 }  // namespace dlock::details

@@ -16,7 +16,7 @@
 
 #include "base/kinds_table.hpp"
 #include "base/micros.hpp"
-#include "engine/engine.hpp"
+#include "engine/kind_context.hpp"
 #include "primitives/kinds.hpp"
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
@@ -65,7 +65,7 @@ class SemaphoreKind final : public HoldKind {
                 " WHERE kind = " + kind_sql(Kind::kSemaphore) + " AND lock_name IN (";
   }
 
-  Taken take(Engine& e, const AcquireRequest& r, const Holder& holder) override {
+  Taken take(KindContext& e, const AcquireRequest& r, const Holder& holder) override {
     Taken t;
     t.slot = kAnySlot;
     const std::string_view name = r.key.name;
@@ -98,13 +98,13 @@ class SemaphoreKind final : public HoldKind {
         }
         return taken;
       };
-      t.taken = e.take_reconciled(t, r.key, holder.hold_id, Engine::TakeLearns::kSlotAndFence, statement);
+      t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kSlotAndFence, statement);
       if (t.taken || !raced) return t;
     }
     return t;
   }
 
-  Refusal refused(Engine& e, const AcquireRequest& r, const Taken&) override {
+  Refusal refused(KindContext& e, const AcquireRequest& r, const Taken&) override {
     struct Use {
       std::uint64_t live = 0;
       std::int64_t next_expiry_us = 0;
@@ -129,7 +129,7 @@ class SemaphoreKind final : public HoldKind {
     return Refusal{use.next_expiry_us, use.foreign > 0};
   }
 
-  bool hand_over(Engine& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
+  bool hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
     return e.rows().run(c, "handing a permit over", [&] {
              auto& ps = c.prepared(hand_over_sql_);
@@ -144,7 +144,7 @@ class SemaphoreKind final : public HoldKind {
   // a lower bound might not fit in it.
   bool fits(const Hold& held, const AcquireRequest& request) const override { return request.bound >= held.bound; }
 
-  std::vector<std::string> poll(Engine& e, Connection& c, const std::vector<std::string>& names) override {
+  std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
       e.rows().run(c, "polling waited-for semaphores", [&] {
@@ -172,11 +172,11 @@ class SemaphoreKind final : public HoldKind {
   // the last one leaves (both under the mutex, so a drop never undoes a
   // newer waiter's note), so a client that waits on ever new names does
   // not grow for ever.
-  void waiting_started(Engine&, const AcquireRequest& request) override {
+  void waiting_started(KindContext&, const AcquireRequest& request) override {
     std::lock_guard<std::mutex> guard(bounds_mutex_);
     bounds_[request.key.name] = request.bound;
   }
-  void waiting_ended(Engine& e, const NameKey& key) override {
+  void waiting_ended(KindContext& e, const NameKey& key) override {
     std::lock_guard<std::mutex> guard(bounds_mutex_);
     if (e.waiters().has(key)) return;  // one subscribed since
     if (const auto it = bounds_.find(key.name); it != bounds_.end()) bounds_.erase(it);
@@ -187,11 +187,11 @@ class SemaphoreKind final : public HoldKind {
     return bounds_.size();
   }
 
-  bool is_locked(Engine& e, std::string_view name) override { return live(e, name) > 0; }
-  std::optional<std::int64_t> ttl_us(Engine&, std::string_view) override { return std::nullopt; }
+  bool is_locked(KindContext& e, std::string_view name) override { return live(e, name) > 0; }
+  std::optional<std::int64_t> ttl_us(KindContext&, std::string_view) override { return std::nullopt; }
 
  private:
-  static std::size_t live(Engine& e, std::string_view name) {
+  static std::size_t live(KindContext& e, std::string_view name) {
     return e.read([&](Connection& c) { return e.rows().count_live(c, Kind::kSemaphore, name); });
   }
   std::uint32_t bound_of(const std::string& name) {

@@ -1,5 +1,6 @@
+#include "primitives/election/election_rows.hpp"
+
 #include "base/kinds_table.hpp"
-#include "sql/election_rows.hpp"
 
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
