@@ -86,7 +86,7 @@ void Elections::proclaim(std::string_view name, std::uint64_t owner, std::string
   const NameKeyView key{Kind::kElection, name};
   std::optional<Hold> held;
   {
-    const auto serial = engine_.lock_stripes({NameKey(key)}, owner);
+    std::lock_guard<std::mutex> serial(engine_.owner_mutex(engine_.kind(Kind::kElection).traits.serial, name, owner));
     held = engine_.holds().find(key, owner);
     if (!held)
       throw NotHeldError("dlock: proclaim on election \"" + printable(name) + "\" by an owner (" +

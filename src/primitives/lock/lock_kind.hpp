@@ -46,6 +46,9 @@ class LockKind : public HoldKind {
   std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override;
   bool is_locked(KindContext& e, std::string_view name) override;
   std::optional<std::int64_t> ttl_us(KindContext& e, std::string_view name) override;
+  // The rows of this kind this client knows exist: the multi-lock's takes
+  // over the same rows share them.
+  KnownRows& known_rows() { return known_; }
 
  protected:
   // After a take of `name` by `hold_id` succeeded (on the taking thread).

@@ -24,7 +24,7 @@ void bind_names(Binder& b, const std::vector<std::string>& names) {
 
 }  // namespace
 
-LockSet::LockSet(const HoldRows& rows) : quoted_(rows.quoted()) {
+LockSet::LockSet(const HoldRows& rows, KnownRows& known) : known_(known), quoted_(rows.quoted()) {
   const std::string& q = quoted_;
   const std::string lock_rows = " WHERE kind = " + kind_sql(Kind::kLock) + " AND slot = 0 AND lock_name IN ";
   // Each fresh row is taken as the lock's own take would (the same

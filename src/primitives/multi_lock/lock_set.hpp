@@ -29,7 +29,8 @@ class Engine;
 
 class LockSet {
  public:
-  explicit LockSet(const HoldRows& rows);
+  // `known`: the lock rows this client knows exist (the lock kind's).
+  LockSet(const HoldRows& rows, KnownRows& known);
 
   struct Member {
     std::string name;
@@ -64,7 +65,7 @@ class LockSet {
   // What blocks the fresh names (after a refusal).
   void look(Engine& e, const std::vector<std::string>& fresh, Taken& t);
 
-  KnownRows known_;  // lock rows this client has made or seen
+  KnownRows& known_;  // lock rows this client has made or seen
   std::string quoted_;
   std::string take_sql_;       // + placeholders: bind_hold, client key, names..., hold id, client key
   std::string look_sql_;       // + placeholders: names...

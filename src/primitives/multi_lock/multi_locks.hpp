@@ -25,6 +25,7 @@
 
 #include "engine/engine.hpp"
 #include "engine/request.hpp"
+#include "primitives/lock/lock_kind.hpp"
 #include "primitives/multi_lock/lock_set.hpp"
 
 namespace dlock::details {
@@ -39,7 +40,9 @@ struct SetRequest : WaitRule {
 
 class MultiLocks {
  public:
-  MultiLocks(Engine& engine, const HoldRows& rows) : engine_(engine), set_(rows) {}
+  // After the lock's kind is registered (it shares its known rows).
+  MultiLocks(Engine& engine, const HoldRows& rows)
+      : engine_(engine), set_(rows, static_cast<LockKind&>(engine.kind(Kind::kLock)).known_rows()) {}
   MultiLocks(const MultiLocks&) = delete;
   MultiLocks& operator=(const MultiLocks&) = delete;
 
