@@ -318,6 +318,58 @@ class FloorContender : public Contender {
   std::string url_;
 };
 
+// The floor's two statements on dlock's own table (bench_dlock, made by the
+// dlock contenders): a lock row (kind 1, slot 0) of its own per name, taken
+// and freed as the floor takes and frees its 0.2 row. Beside the floor, it
+// tells what the one table's key and row cost the server from what dlock's
+// statements and client add.
+class FloorOnOneTableSession : public Session {
+ public:
+  explicit FloorOnOneTableSession(const std::string& url) : c_(connect(url)), owner_(Owner::this_thread().id()) {}
+  void lock(const std::string& name) override {
+    auto& take = c_->prepared(
+        "UPDATE bench_dlock SET state = 1, machine_id = 'floor', owner_id = ?,"
+        " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
+        " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND (state = 0 OR expire_time <= NOW(6))");
+    for (;;) {
+      take.setUInt64(1, owner_);
+      take.setString(2, name + "#floor");
+      if (take.executeUpdate() == 1) return;
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  void unlock(const std::string& name) override {
+    auto& free = c_->prepared(
+        "UPDATE bench_dlock SET state = 0, owner_id = 0, expire_time = NOW(6)"
+        " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND owner_id = ?");
+    free.setString(1, name + "#floor");
+    free.setUInt64(2, owner_);
+    free.executeUpdate();
+  }
+
+ private:
+  std::unique_ptr<details::Connection> c_;
+  std::uint64_t owner_;
+};
+
+class FloorOnOneTableContender : public Contender {
+ public:
+  explicit FloorOnOneTableContender(std::string url) : url_(std::move(url)) {}
+  std::string name() const override { return "floor-one-table"; }
+  std::unique_ptr<Session> session() override { return std::make_unique<FloorOnOneTableSession>(url_); }
+  void prepare(const std::vector<std::string>& names) override {
+    auto c = connect(url_);
+    auto& ins = c->prepared("INSERT IGNORE INTO bench_dlock (kind, lock_name, slot) VALUES (1, ?, 0)");
+    for (const auto& n : names) {
+      ins.setString(1, n + "#floor");
+      ins.executeUpdate();
+    }
+  }
+
+ private:
+  std::string url_;
+};
+
 // ---------------------------------------------------------------- seed
 
 // The seed's local wait: one semaphore per name, released by a local unlock
@@ -508,6 +560,7 @@ std::unique_ptr<Contender> make_contender(const std::string& name, const std::st
     });
   if (name == "kill-wake") return std::make_unique<KillWakeContender>(url);
   if (name == "floor") return std::make_unique<FloorContender>(url);
+  if (name == "floor-one-table") return std::make_unique<FloorOnOneTableContender>(url);
   if (name == "seed") return std::make_unique<SeedContender>(url);
   if (name == "get_lock") return std::make_unique<GetLockContender>(url);
   throw std::invalid_argument("unknown contender " + name);

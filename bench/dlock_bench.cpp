@@ -258,6 +258,9 @@ struct Bench {
     drop_bench_tables(u);
     for (const auto& n : contender_names()) contenders[n] = make_contender(n, url);
     for (const auto& n : rw_contender_names()) contenders[n] = make_contender(n, url);
+    // Scenarios 1 and 1b only; after the dlock contenders, whose client
+    // makes its table.
+    contenders["floor-one-table"] = make_contender("floor-one-table", url);
   }
 
   // Server-counted statements per uncontended lock+unlock of `name`, after a
@@ -308,6 +311,7 @@ struct Bench {
     // whoever comes next; rotating the start alone kept every neighbour).
     auto order = contender_names();
     for (const auto& n : rw_contender_names()) order.push_back(n);
+    order.push_back("floor-one-table");
     auto round_order = order;
     std::mt19937 shuffle_rng(20261125);
     for (int i = 0; i < rounds * cycles / 2; ++i) {
@@ -323,7 +327,8 @@ struct Bench {
     report.section("1. Uncontended lock + unlock",
                    "Statements per cycle counted by the server; latency per cycle, contenders interleaved cycle by "
                    "cycle. dlock-no-wakeup is dlock with fast_wakeup off: the difference from dlock-watchdog is "
-                   "what the session bells cost when nobody waits.");
+                   "what the session bells cost when nobody waits. floor-one-table runs the floor's two statements "
+                   "on dlock's table (its key and row): between the floor and dlock, what the table costs.");
     std::vector<std::vector<std::string>> rows;
     const double floor_median = summarize(samples["floor"]).median;
     std::string json = "{";
@@ -1300,7 +1305,8 @@ struct Bench {
     const long server_pid = server_process_id();
     const int cycles = quick ? 200 : 1000;
     const int blocks = quick ? 2 : 6;
-    const std::vector<std::string> order = {"floor", "dlock-no-wakeup", "dlock-watchdog", "dlock-async"};
+    const std::vector<std::string> order = {"floor", "floor-one-table", "dlock-no-wakeup", "dlock-watchdog",
+                                            "dlock-async"};
     struct Totals {
       double wall_ns = 0, client_ns = 0, server_ns = 0, fsyncs = 0, redo = 0;
       long cycles = 0;
