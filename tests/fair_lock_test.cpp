@@ -150,7 +150,7 @@ TEST(FairLock, NoAttemptOvertakesAQueuedWaiter) {
   ASSERT_TRUE(wait_until([&] { return b_holds.load(); }, 10s));
   b_done = true;
   waiter.join();
-  // Nobody waits now (the head's queue mark is stale): a try goes through.
+  // Nobody waits now (the head's queue intent is stale): a try goes through.
   EXPECT_TRUE(other.try_lock());
   other.unlock();
 }

@@ -245,7 +245,7 @@ TEST(Introspection, AWritersIntentElsewhereCountsAsAWaiterWithoutFastWakeup) {
   EXPECT_TRUE(wait_until([&] { return a.inspect().holds.at(0).waiters == 1; }, 10s))
       << "the waiting writer's intent is not shown";
   const Activity waiting = a.inspect();
-  EXPECT_EQ(waiting.holds.size(), 1u) << "a waiting writer's mark row is no hold";
+  EXPECT_EQ(waiting.holds.size(), 1u) << "a waiting writer's intent row is no hold";
   EXPECT_EQ(held(waiting, HoldType::kWrite), 1u);
   doc.unlock();
   writer.join();

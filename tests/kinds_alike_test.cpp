@@ -1,6 +1,6 @@
 // Every kind of hold gets what the lock gets: renewal around a row a
 // foreign transaction locked, a wake at a release in another client, a
-// waiting writer's mark that is retried, leases the watchdog never
+// waiting writer's intent that is retried, leases the watchdog never
 // stretches, no rows left by clients that ended or died, and an unknown
 // outcome that leaves nothing behind. Each case once went wrong for the
 // semaphore or the read-write lock while the lock was right.

@@ -209,7 +209,7 @@ TEST(ReadWriteLock, ForceUnlockOfTheWriteSideClearsNoWaitingWritersMark) {
   // Nobody holds the write side: nothing to clear, and the waiting writer
   // keeps its place ahead of new readers.
   EXPECT_FALSE(operator_client.get_read_write_lock("marked").write_lock().force_unlock());
-  EXPECT_FALSE(reader_gets_in()) << "the force-unlock cleared the waiting writer's mark";
+  EXPECT_FALSE(reader_gets_in()) << "the force-unlock cleared the waiting writer's intent";
   r.unlock_shared();
   writer.join();
 }

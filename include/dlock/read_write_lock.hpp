@@ -36,7 +36,7 @@
 //     stream of overlapping readers keeps a writer out no longer than the
 //     read holds already granted. When the writer stops waiting (acquired,
 //     timed out, cancelled), new readers are no longer held back by it.
-//     (The waiting writer's mark has a lease of 3 * poll_interval, renewed
+//     (The waiting writer's intent has a lease of 3 * poll_interval, renewed
 //     by its client's poller, so a crashed writer holds readers back no
 //     longer than that.)
 //   * Fencing: a write hold's token follows the Lock rules. A read hold's

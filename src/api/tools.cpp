@@ -41,7 +41,7 @@ std::size_t force_unlock(const Options& options, Kind kind, std::string_view nam
   CallBudget budget(options.io_timeout);
   Schema(options.table).prepare(*c, false);
   const HoldRows rows(options.table, nullptr);
-  // The write side: the head alone, never a waiting writer's mark row.
+  // The write side: the head alone, never a waiting writer's intent row.
   if (kind != Kind::kRead && kind != Kind::kFair) return rows.force(*c, kind, name, kind == Kind::kWrite);
   // The read side (every read hold and the count with them) and the fair
   // lock (granted to the first waiter, as a release would), as the

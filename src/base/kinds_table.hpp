@@ -28,7 +28,7 @@ struct KindInfo {
   MetricKind metric;
   // The Lock handle that names it, if one does.
   std::optional<LockSide> side;
-  // Its rows above slot 0 are waiters, not holds (a waiting writer's mark,
+  // Its rows above slot 0 are waiters, not holds (a waiting writer's intent,
   // a fair lock's queue entry).
   bool waiters_above_slot_0;
   // Which of its rows any client deletes once they have been free, and
@@ -46,7 +46,7 @@ inline constexpr std::array<KindInfo, 7> kKinds{{
     {Kind::kSemaphore, "semaphore", HoldType::kSemaphore, MetricKind::kSemaphore, std::nullopt, false, KindInfo::Swept::kNone,
      "(2, name, slot 0 .. bound-1): a semaphore's permits, one a row"},
     {Kind::kWrite, "write", HoldType::kWrite, MetricKind::kWrite, LockSide::kWrite, true, KindInfo::Swept::kAboveSlot0,
-     "(3, name, 0): a read-write lock's head, with its write hold; (3, name, client key): a waiting writer's mark"},
+     "(3, name, 0): a read-write lock's head, with its write hold; (3, name, client key): a waiting writer's intent"},
     {Kind::kRead, "read", HoldType::kRead, MetricKind::kRead, LockSide::kRead, false, KindInfo::Swept::kAll,
      "(4, name, client key << 16 | n): a read hold, the row reused by its client"},
     {Kind::kFair, "fair", HoldType::kFairLock, MetricKind::kFairLock, LockSide::kFair, true, KindInfo::Swept::kAboveSlot0,

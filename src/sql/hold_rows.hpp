@@ -76,7 +76,7 @@ struct HoldRow {
   std::uint64_t intent_id = 0;  // a client whose waiter goes next; 0: none live
   std::int64_t intent_ttl_us = 0;
   // intent_expire is in the future, whatever intent_id says: on a write
-  // head, a writer of some client waits (its mark row keeps it so).
+  // head, a writer of some client waits (its intent row keeps it so).
   bool intent_live = false;
 
   bool held_by(std::uint64_t id) const { return live && id != 0 && hold_id == id; }
@@ -238,7 +238,7 @@ class HoldRows {
   // ---- operator tools
   // Frees every live hold of (kind, name); how many. `slot_zero_only`: the
   // row at slot 0 alone (a read-write lock's head: its write hold, never a
-  // waiting writer's mark row).
+  // waiting writer's intent row).
   std::size_t force(Connection& c, Kind kind, std::string_view name, bool slot_zero_only = false) const;
 
  private:

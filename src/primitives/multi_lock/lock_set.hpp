@@ -40,7 +40,7 @@ class LockSet {
   struct Taken {
     bool taken = false;
     std::uint64_t bell_session = 0;  // the session whose bell the fresh holds' rows record
-    // Refused: the first blocking hold (or waiting mark) ends within this
+    // Refused: the first blocking hold (or intent) ends within this
     // (0: look again at once), and the names a hold of another client
     // blocks (watch their bells).
     std::int64_t ttl_us = 0;
