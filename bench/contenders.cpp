@@ -266,26 +266,30 @@ class KillWakeContender : public Contender {
 
 // ---------------------------------------------------------------- floor
 
+// The floor's cycle: a conditional UPDATE that takes the row (binds owner,
+// name), one that frees it (binds name, owner); `suffix` picks the row.
+struct FloorStatements {
+  const char* take;
+  const char* free;
+  const char* suffix;
+};
+
 class FloorSession : public Session {
  public:
-  explicit FloorSession(const std::string& url) : c_(connect(url)), owner_(Owner::this_thread().id()) {}
+  FloorSession(const std::string& url, FloorStatements sql)
+      : c_(connect(url)), owner_(Owner::this_thread().id()), sql_(sql) {}
   void lock(const std::string& name) override {
-    auto& take = c_->prepared(
-        "UPDATE bench_floor SET is_locked = 1, machine_id = 'floor', thread_id = ?, state = 1,"
-        " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
-        " WHERE lock_name = ? AND (is_locked = 0 OR expire_time <= NOW(6))");
+    auto& take = c_->prepared(sql_.take);
     for (;;) {
       take.setUInt64(1, owner_);
-      take.setString(2, name);
+      take.setString(2, name + sql_.suffix);
       if (take.executeUpdate() == 1) return;
       std::this_thread::sleep_for(1ms);
     }
   }
   void unlock(const std::string& name) override {
-    auto& free = c_->prepared(
-        "UPDATE bench_floor SET is_locked = 0, machine_id = NULL, thread_id = NULL, state = 0, expire_time = NULL"
-        " WHERE lock_name = ? AND thread_id = ?");
-    free.setString(1, name);
+    auto& free = c_->prepared(sql_.free);
+    free.setString(1, name + sql_.suffix);
     free.setUInt64(2, owner_);
     free.executeUpdate();
   }
@@ -293,7 +297,28 @@ class FloorSession : public Session {
  private:
   std::unique_ptr<details::Connection> c_;
   std::uint64_t owner_;
+  const FloorStatements sql_;
 };
+
+constexpr FloorStatements kFloor{
+    "UPDATE bench_floor SET is_locked = 1, machine_id = 'floor', thread_id = ?, state = 1,"
+    " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
+    " WHERE lock_name = ? AND (is_locked = 0 OR expire_time <= NOW(6))",
+    "UPDATE bench_floor SET is_locked = 0, machine_id = NULL, thread_id = NULL, state = 0, expire_time = NULL"
+    " WHERE lock_name = ? AND thread_id = ?",
+    ""};
+
+// The same two statements on dlock's own table (bench_dlock, made by the
+// dlock contenders), on a lock row (kind 1, slot 0) of their own per name.
+// Beside the floor, it tells what the one table's key and row cost the
+// server from what dlock's statements and client add.
+constexpr FloorStatements kFloorOnOneTable{
+    "UPDATE bench_dlock SET state = 1, machine_id = 'floor', owner_id = ?,"
+    " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
+    " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND (state = 0 OR expire_time <= NOW(6))",
+    "UPDATE bench_dlock SET state = 0, owner_id = 0, expire_time = NOW(6)"
+    " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND owner_id = ?",
+    "#floor"};
 
 class FloorContender : public Contender {
  public:
@@ -311,57 +336,23 @@ class FloorContender : public Contender {
         " NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), PRIMARY KEY (lock_name)) ENGINE=InnoDB");
   }
   std::string name() const override { return "floor"; }
-  std::unique_ptr<Session> session() override { return std::make_unique<FloorSession>(url_); }
+  std::unique_ptr<Session> session() override { return std::make_unique<FloorSession>(url_, kFloor); }
   void prepare(const std::vector<std::string>& names) override { create_rows(*connect(url_), "bench_floor", names); }
 
  private:
   std::string url_;
 };
 
-// The floor's two statements on dlock's own table (bench_dlock, made by the
-// dlock contenders): a lock row (kind 1, slot 0) of its own per name, taken
-// and freed as the floor takes and frees its 0.2 row. Beside the floor, it
-// tells what the one table's key and row cost the server from what dlock's
-// statements and client add.
-class FloorOnOneTableSession : public Session {
- public:
-  explicit FloorOnOneTableSession(const std::string& url) : c_(connect(url)), owner_(Owner::this_thread().id()) {}
-  void lock(const std::string& name) override {
-    auto& take = c_->prepared(
-        "UPDATE bench_dlock SET state = 1, machine_id = 'floor', owner_id = ?,"
-        " expire_time = NOW(6) + INTERVAL 30 SECOND, fence = fence + 1"
-        " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND (state = 0 OR expire_time <= NOW(6))");
-    for (;;) {
-      take.setUInt64(1, owner_);
-      take.setString(2, name + "#floor");
-      if (take.executeUpdate() == 1) return;
-      std::this_thread::sleep_for(1ms);
-    }
-  }
-  void unlock(const std::string& name) override {
-    auto& free = c_->prepared(
-        "UPDATE bench_dlock SET state = 0, owner_id = 0, expire_time = NOW(6)"
-        " WHERE kind = 1 AND lock_name = ? AND slot = 0 AND owner_id = ?");
-    free.setString(1, name + "#floor");
-    free.setUInt64(2, owner_);
-    free.executeUpdate();
-  }
-
- private:
-  std::unique_ptr<details::Connection> c_;
-  std::uint64_t owner_;
-};
-
 class FloorOnOneTableContender : public Contender {
  public:
   explicit FloorOnOneTableContender(std::string url) : url_(std::move(url)) {}
   std::string name() const override { return "floor-one-table"; }
-  std::unique_ptr<Session> session() override { return std::make_unique<FloorOnOneTableSession>(url_); }
+  std::unique_ptr<Session> session() override { return std::make_unique<FloorSession>(url_, kFloorOnOneTable); }
   void prepare(const std::vector<std::string>& names) override {
     auto c = connect(url_);
     auto& ins = c->prepared("INSERT IGNORE INTO bench_dlock (kind, lock_name, slot) VALUES (1, ?, 0)");
     for (const auto& n : names) {
-      ins.setString(1, n + "#floor");
+      ins.setString(1, n + kFloorOnOneTable.suffix);
       ins.executeUpdate();
     }
   }
