@@ -101,7 +101,7 @@ std::optional<HoldKind::Refusal> Engine::attempt(HoldKind& k, const AcquireReque
     h.bound = r.bound;
     holds_.record_fresh(r.key, r.owner, h);
     // The take cleared this client's intent on the row, if it had one there.
-    if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung) intent_taken(r.key);
+    if (k.traits.intents == HoldKind::Traits::Intent::kWhenNotRung && taken.cleared_intent) intent_taken(r.key);
     if (k.traits.takes_are_news) waiters_.tell_watchers(r.key);
     if (logger_->should_log(spdlog::level::debug))
       logger_->debug("dlock: {} {} acquired by {}/{} ({})", kind_name(r.key.kind), printable(r.key.name), machine_id_,

@@ -148,6 +148,7 @@ class Engine final : public AcquireCounting,
   // poller tries again). Best effort.
   void set_intent(NameKeyView key);
   Millis intent_lease() const override;
+  bool intends(NameKeyView key) const override { return has_intent(key); }
 
   void renew_now(const IoThread::ConnectionSource& connection) override { watchdog_.tick(connection); }
 

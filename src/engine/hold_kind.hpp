@@ -111,6 +111,7 @@ class HoldKind {
     std::optional<std::int64_t> ttl_us;  // the lease left, if not the request's whole lease
     std::optional<HoldRow> seen;     // a row read while refusing, if any
     std::optional<Refusal> refusal;  // what the take learned of the refusal, if anything
+    bool cleared_intent = true;      // the take cleared this client's intent on the row, if any
   };
   // One take of a fresh hold for `holder`, reconciling an unknown outcome
   // (Engine::run_reconciled). Throws BackendError.

@@ -64,6 +64,9 @@ class KindContext : public ClientIdentity, public StatementRules {
   virtual void hint_free_if_held_here(NameKeyView key) = 0;
   // How long a waiting client's intent on a row lasts unless renewed.
   virtual Millis intent_lease() const = 0;
+  // Whether this client's intent is on `key`'s row (no SQL): a take need
+  // clear it only then (HoldKind::Taken::cleared_intent).
+  virtual bool intends(NameKeyView key) const = 0;
 
  protected:
   ~KindContext() = default;

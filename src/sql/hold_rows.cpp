@@ -54,9 +54,10 @@ const std::string kNoBell;
 
 // A row by its key; with kAnySlot, the row of (kind, name) that the
 // statement's hold id condition picks.
-std::string key_match(const RowKey& key) {
-  return key.slot == kAnySlot ? "kind = ? AND lock_name = ?" : "kind = ? AND lock_name = ? AND slot = ?";
+std::string key_match(bool any_slot) {
+  return any_slot ? "kind = ? AND lock_name = ?" : "kind = ? AND lock_name = ? AND slot = ?";
 }
+std::string key_match(const RowKey& key) { return key_match(key.slot == kAnySlot); }
 
 void bind_key(Binder& b, const RowKey& key) {
   b.u64(static_cast<std::uint64_t>(key.kind)).text(key.name);
@@ -162,7 +163,21 @@ HoldRow to_hold_row(sql::ResultSet& rs, int first) {
 }
 
 HoldRows::HoldRows(std::string table, std::shared_ptr<spdlog::logger> logger)
-    : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {}
+    : table_(std::move(table)), logger_(std::move(logger)), quoted_("`" + table_ + "`") {
+  // The ring is the first assignment ("0 * ..." keeps state at 0): the bell
+  // is given back while the statement still holds the row lock, so a woken
+  // waiter's attempt waits for that lock and then reads the freed row.
+  for (const bool ring : {false, true})
+    for (const Marks marks : {Marks::kAny, Marks::kUnmarked, Marks::kMarked})
+      for (const bool any_slot : {false, true}) {
+        const char* marked =
+            marks == Marks::kMarked ? " AND waiters = 1" : marks == Marks::kUnmarked ? " AND waiters = 0" : "";
+        free_sql_[free_variant(ring, marks, any_slot)] =
+            "UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
+            fragments::free_assignments() + " WHERE " + key_match(any_slot) +
+            " AND hold_id = ? AND " + fragments::live() + marked;
+      }
+}
 
 HoldRow HoldRows::read(Connection& c, const RowKey& key) const {
   return run(c, "reading a row", [&] {
@@ -292,14 +307,8 @@ bool HoldRows::release_to(Connection& c, const RowKey& key, std::uint64_t hold_i
 
 bool HoldRows::free(Connection& c, const RowKey& key, std::uint64_t hold_id, std::int64_t at_least_us, Marks marks,
                     bool ring) const {
-  // The ring is the first assignment ("0 * ..." keeps state at 0): the bell
-  // is given back while the statement still holds the row lock, so a woken
-  // waiter's attempt waits for that lock and then reads the freed row.
-  const char* marked = marks == Marks::kMarked ? " AND waiters = 1" : marks == Marks::kUnmarked ? " AND waiters = 0" : "";
   return run_free(c, "releasing a hold", ring, [&] {
-    auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + (ring ? std::string("state = ") + kRingTerm + ", " : "") +
-                          fragments::free_assignments() + " WHERE " + key_match(key) + " AND hold_id = ? AND " +
-                          fragments::live() + marked);
+    auto& ps = c.prepared(free_sql_[free_variant(ring, marks, key.slot == kAnySlot)]);
     Binder b(ps);
     if (ring) bind_ring(b, c);
     b.i64(at_least_us);

@@ -251,9 +251,15 @@ class HoldRows {
                                      const std::string& set, BindSet&& bind_set, const std::string& condition,
                                      BindCondition&& bind_condition) const;
 
+  // free's statement, built once: by ring, marks and a key's slot (any or one).
+  static constexpr std::size_t free_variant(bool ring, Marks marks, bool any_slot) {
+    return (ring ? 6 : 0) + static_cast<std::size_t>(marks) * 2 + (any_slot ? 1 : 0);
+  }
+
   std::string table_;
   std::shared_ptr<spdlog::logger> logger_;
   std::string quoted_;
+  std::string free_sql_[12];
 };
 
 }  // namespace dlock::details

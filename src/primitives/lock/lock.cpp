@@ -10,6 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "base/micros.hpp"
 #include "base/printable.hpp"
 #include "base/known_rows.hpp"
@@ -38,13 +40,19 @@ LockKind::LockKind(const HoldRows& rows, Traits kind_traits, Columns columns)
   const std::string k = kind_sql(this->traits.kind);
   const std::string where = " WHERE kind = " + k + " AND lock_name = ? AND slot = 0";
   const std::string extra_take = columns_.take.empty() ? "" : ", " + columns_.take;
-  // Taken while free or expired, or carrying the take's own fresh hold id:
-  // its own earlier run, met only when a statement whose outcome was
-  // unknown runs again. A fresh hold id matches no live row, so no live
-  // hold is ever taken over.
-  take_sql_ = "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") +
-              ", intent_id = IF(intent_id = ?, 0, intent_id)" + extra_take + where +
-              " AND (expire_time <= NOW(6) OR hold_id = ?) AND " + fragments::no_foreign_intent();
+  // Taken while free or expired. A run after an unknown outcome (the
+  // second run of run_reconciled) also takes the row carrying its own fresh
+  // hold id: its earlier run, landed where the reconciling read missed it.
+  // A fresh hold id matches no live row, so no live hold is ever taken
+  // over. Only a client with an intent on the row clears it, so the usual
+  // take leaves intent_id alone.
+  for (const bool clears : {false, true})
+    for (const bool rerun : {false, true})
+      take_sql_[take_variant(clears, rerun)] =
+          "UPDATE " + q + " SET " + fragments::take_assignments("", "fence + 1") +
+          (clears ? ", intent_id = IF(intent_id = ?, 0, intent_id)" : "") + extra_take + where +
+          (rerun ? " AND (expire_time <= NOW(6) OR hold_id = ?)" : " AND expire_time <= NOW(6)") + " AND " +
+          fragments::no_foreign_intent();
   // ON DUPLICATE KEY UPDATE assigns left to right and later expressions
   // see earlier assignments. So every column `takeable` reads is assigned
   // after its last use; once hold_id is assigned, "the hold id is ours"
@@ -94,16 +102,22 @@ HoldKind::Taken LockKind::take(KindContext& e, const AcquireRequest& r, const Ho
   const bool known = known_.contains(name);
   const std::int64_t lease_us = micros(r.lease);
   std::int64_t changed = 0;  // 0 after an unknown outcome
+  const bool clears = known && e.intends(NameKeyView{traits.kind, name});
+  t.cleared_intent = clears || !known;  // the upsert clears it always
+  bool ran = false;
   t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kSlotAndFence,
                               [&](Connection& c, const std::string* bell) {
+    const bool rerun = std::exchange(ran, true);
     changed = e.rows().run(c, "taking a lock", [&] {
-      auto& ps = c.prepared(known ? take_sql_ : upsert_sql_);
+      auto& ps = c.prepared(known ? take_sql_[take_variant(clears, rerun)] : upsert_sql_);
       Binder b(ps);
       if (known) {
         bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-        b.u64(e.client_key());
+        if (clears) b.u64(e.client_key());
         if (columns_.take.find('?') != std::string::npos) b.text(r.value);
-        b.text(name).u64(holder.hold_id).u64(e.client_key());
+        b.text(name);
+        if (rerun) b.u64(holder.hold_id);
+        b.u64(e.client_key());
       } else {
         bind_upsert(b, e, name, holder, lease_us, r.watchdog, bell, r.value);
       }

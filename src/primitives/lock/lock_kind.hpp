@@ -66,7 +66,10 @@ class LockKind : public HoldKind {
   const Columns columns_;
   StringMap<std::uint64_t> polled_holds_;  // the hold each waited-for name had at the last poll (io thread)
   KnownRows known_;
-  std::string take_sql_;
+  // The take of a known row, by whether it clears this client's intent and
+  // whether it is a run after an unknown outcome.
+  static constexpr int take_variant(bool clears_intent, bool rerun) { return (clears_intent ? 2 : 0) + (rerun ? 1 : 0); }
+  std::string take_sql_[4];
   std::string upsert_sql_;
   std::string hand_over_sql_;
   std::string poll_sql_;
