@@ -182,6 +182,11 @@ class Engine final : public AcquireCounting,
   void count_down(NameKeyView key, std::uint64_t owner, const Hold& before);
   // free_rows for the holds of one bell session; which of them it freed.
   std::size_t free_on_session(std::uint64_t session, const std::vector<HeldRow>& rows, bool& rang);
+  // The one place a release rings in its own statement (release.cpp).
+  using RingingFree = std::function<std::size_t(Connection&, bool& rang)>;
+  std::optional<std::size_t> free_on_bell_session(std::uint64_t session, std::string_view name, std::size_t count,
+                                                  const std::function<Verdict(Connection&)>& gone,
+                                                  const RingingFree& free_there, bool& rang);
   void report_row_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent);
   void rang_for_waiters_elsewhere(NameKeyView key);
   void restamp_after_ring(Connection& c, const std::string& rung);

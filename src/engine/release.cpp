@@ -215,35 +215,19 @@ bool Engine::free_row(HoldKind& k, const RowKey& row, const Hold& before, std::i
   const bool expect_mark = waited_elsewhere_.left(key).count() > 0;
   if (!expect_mark && anywhere(HoldRows::Marks::kUnmarked)) return true;
   // The bell to ring is the one the row records: the hold's session's.
-  // Never wait for that session.
-  const std::optional<bool> on_bell_session = [&]() -> std::optional<bool> {
-    auto c = pool_.try_acquire_session(session);
-    if (!c || (*c)->bell.current().empty()) return std::nullopt;
-    Connection& bell_session = **c;
-    const std::string rung = bell_session.bell.current();
-    bool rang = false;
-    try {
-      rang = free_on(bell_session, expect_mark ? HoldRows::Marks::kMarked : HoldRows::Marks::kAny, true);
-      if (!rang && expect_mark) {
-        // Not marked after all (or lost): free it quietly; if a waiter
-        // marked it in between, ring after all.
-        if (free_on(bell_session, HoldRows::Marks::kUnmarked, false)) return true;
-        rang = free_on(bell_session, HoldRows::Marks::kAny, true);
-      }
-    } catch (const OutcomeUnknown& lost) {
-      // The session and its bell are gone (a bell rings as its session
-      // ends); whether the row was freed, a read says. Not freed: it is
-      // freed anywhere below.
-      c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
-      if (reconcile(row.name, lost, gone) == Verdict::kApplied) return true;
-      return std::nullopt;
+  bool rang = false;
+  const auto on_bell_session = free_on_bell_session(session, row.name, 1, gone, [&](Connection& c, bool& rung) {
+    rung = free_on(c, expect_mark ? HoldRows::Marks::kMarked : HoldRows::Marks::kAny, true);
+    if (!rung && expect_mark) {
+      // Not marked after all (or lost): free it quietly; if a waiter
+      // marked it in between, ring after all.
+      if (free_on(c, HoldRows::Marks::kUnmarked, false)) return std::size_t{1};
+      rung = free_on(c, HoldRows::Marks::kAny, true);
     }
-    if (!rang) return false;  // the hold was lost
-    restamp_after_ring(bell_session, rung);
-    rang_for_waiters_elsewhere(key);
-    return true;
-  }();
-  if (on_bell_session) return *on_bell_session;
+    return std::size_t{rung ? 1u : 0u};
+  }, rang);
+  if (rang) rang_for_waiters_elsewhere(key);
+  if (on_bell_session) return *on_bell_session > 0;  // 0: the hold was lost
   // Another thread is using that session (or it is gone): free the row
   // anywhere, and ring the moment the session is returned.
   if (expect_mark && anywhere(HoldRows::Marks::kUnmarked)) return true;
@@ -343,23 +327,12 @@ std::size_t Engine::free_on_session(std::uint64_t session, const std::vector<Hel
     return Verdict::kApplied;
   };
   if (session != 0) {
-    // Ringing the bell the rows record wakes their waiters elsewhere, in
-    // the same statement; never wait for that session.
-    if (auto c = pool_.try_acquire_session(session); c && !(*c)->bell.current().empty()) {
-      const std::string rung = (*c)->bell.current();
-      try {
-        const std::size_t freed = rows_.free_all(**c, rows, true);
-        rang = freed > 0;  // rung, or the session closes (some rows were lost): its bell is given back
-        if (freed == rows.size()) restamp_after_ring(**c, rung);
-        return freed;
-      } catch (const OutcomeUnknown& lost) {
-        // The session and its bell are gone (a bell rings as its session
-        // ends); whether the rows were freed, a read says. Not all: they
-        // are freed anywhere below.
-        c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
-        if (reconcile(first, lost, gone) == Verdict::kApplied) return rows.size();
-      }
-    }
+    const auto freed = free_on_bell_session(session, first, rows.size(), gone, [&](Connection& c, bool& rung) {
+      const std::size_t n = rows_.free_all(c, rows, true);
+      rung = n > 0;  // rung, or the session closes (some rows were lost): its bell is given back
+      return n;
+    }, rang);
+    if (freed) return *freed;
   }
   std::size_t freed = 0;
   run_reconciled(first, [&](Connection& c) {
@@ -371,6 +344,34 @@ std::size_t Engine::free_on_session(std::uint64_t session, const std::vector<Hel
     rang = true;
   }
   return freed;
+}
+
+// Runs `free_there` on `session`, the bell session the rows record, when
+// that session is idle and still has its bell: a free that rings in the
+// same statement and wakes the rows' waiters elsewhere. Never waits for
+// that session. It returns how many of the `count` rows it freed and sets
+// `rang`; a ring that freed them all re-stamps the session's other rows.
+// Nothing when the session is busy or gone, or when its connection died
+// and `gone` finds the rows not freed: the caller frees them anywhere and
+// rings once the session is idle (ring_when_idle).
+std::optional<std::size_t> Engine::free_on_bell_session(std::uint64_t session, std::string_view name,
+                                                        std::size_t count,
+                                                        const std::function<Verdict(Connection&)>& gone,
+                                                        const RingingFree& free_there, bool& rang) {
+  auto c = pool_.try_acquire_session(session);
+  if (!c || (*c)->bell.current().empty()) return std::nullopt;
+  const std::string rung = (*c)->bell.current();
+  try {
+    const std::size_t freed = free_there(**c, rang);
+    if (rang && freed == count) restamp_after_ring(**c, rung);
+    return freed;
+  } catch (const OutcomeUnknown& lost) {
+    // The session and its bell are gone (a bell rings as its session
+    // ends); whether the rows were freed, a read says.
+    c.reset();  // broken: back to the pool, which closes it and may lend the read a connection
+    if (reconcile(name, lost, gone) == Verdict::kApplied) return count;
+    return std::nullopt;
+  }
 }
 
 void Engine::report_row_losses(const std::vector<HeldRow>& rows, const std::vector<Hold>& holds, SteadyTime sent) {
