@@ -11,6 +11,9 @@
 # - each folder of src/ includes only itself and the folders below it;
 # - src/engine/ names no kind (Kind::k...: the engine knows kinds by their
 #   traits) and has no file of a primitive; engine.hpp is at most 250 lines;
+# - a kind's file (one that derives a kind or includes kind_context.hpp)
+#   includes neither engine/engine.hpp nor a header that does: a kind sees
+#   the engine only through KindContext;
 # - cli/ and bench/ include no header of src/ but api/tools.hpp.
 # Prints every breach and exits 1 if there is one.
 set -euo pipefail
@@ -79,6 +82,14 @@ for file in src/engine/*; do
     *election* | *multi* | *lock_set* | *fair* | *semaphore* | *read_write*) breach "$file: a primitive's file in src/engine/" ;;
   esac
 done
+# A kind sees the engine through KindContext only (docs/design.md, "Map").
+engine_headers="engine/engine.hpp $(grep -rlE '^#include "engine/engine\.hpp"' src --include='*.hpp' | sed 's|^src/||' | tr '\n' ' ')"
+while read -r file; do
+  for header in $engine_headers; do
+    grep -qE "^#include \"${header//./\\.}\"" "$file" &&
+      breach "$file: a kind includes $header (it sees the engine through engine/kind_context.hpp only)"
+  done
+done < <(grep -rlE 'public (HoldKind|LockKind)\b|^#include "engine/kind_context\.hpp"' src/primitives || true)
 engine_header_lines=$(wc -l <src/engine/engine.hpp)
 [ "$engine_header_lines" -le 250 ] || breach "src/engine/engine.hpp is $engine_header_lines lines (at most 250)"
 

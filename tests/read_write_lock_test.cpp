@@ -18,6 +18,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -451,6 +452,62 @@ TEST(ReadWriteLock, AReleaseInAnotherClientWakesTheOtherSideAtTheRelease) {
     EXPECT_LT(Clock::now() - t0, 3s) << "round " << round << ": reader not woken at the write release";
     w.unlock_shared();
   }
+}
+
+// One release of a write elsewhere lets in every reader waiting here, not
+// one of them.
+TEST(ReadWriteLock, AWriteReleasedElsewhereWakesEveryReaderWaitingHere) {
+  if (!test::fast_wakeup_enabled()) GTEST_SKIP() << "the bell needs fast_wakeup";
+  Options o = fresh_options();
+  o.poll_interval = 60s;     // no poll comes within the bound below
+  o.watchdog_timeout = 30s;  // nor the end of the writer's lease
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock readers(same_table(o));
+  ReadWriteLock writer = holder.get_read_write_lock("every-reader");
+  writer.lock();
+  constexpr int kReaders = 3;
+  std::vector<std::future<std::optional<Clock::time_point>>> reads;
+  for (int i = 0; i < kReaders; ++i) {
+    reads.push_back(std::async(std::launch::async, [&]() -> std::optional<Clock::time_point> {
+      ReadWriteLock reader = readers.get_read_write_lock("every-reader");
+      if (!reader.try_lock_shared_for(20s)) return std::nullopt;
+      const auto at = Clock::now();
+      reader.unlock_shared();
+      return at;
+    }));
+  }
+  ASSERT_TRUE(test::wait_for_waiters(readers, MetricKind::kRead, kReaders));
+  const auto released = Clock::now();
+  writer.unlock();
+  for (auto& read : reads) {
+    const auto at = read.get();
+    ASSERT_TRUE(at.has_value()) << "a reader never got in";
+    EXPECT_LT(*at - released, 3s) << "a reader slept past the write's release";
+  }
+}
+
+// Force-unlocking the write side here wakes the readers waiting here (no
+// bell rings for a force-unlock).
+TEST(ReadWriteLock, ForceUnlockingTheWriteSideWakesTheReadersWaitingHere) {
+  Options o = fresh_options();
+  o.poll_interval = 60s;
+  o.watchdog_timeout = 30s;
+  DatabaseDistributedLock holder(o);
+  DatabaseDistributedLock client(same_table(o));
+  holder.get_read_write_lock("forced-wake").lock();
+  auto reader = std::async(std::launch::async, [&]() -> std::optional<Clock::time_point> {
+    ReadWriteLock r = client.get_read_write_lock("forced-wake");
+    if (!r.try_lock_shared_for(20s)) return std::nullopt;
+    const auto at = Clock::now();
+    r.unlock_shared();
+    return at;
+  });
+  ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kRead, 1));
+  const auto forced = Clock::now();
+  EXPECT_TRUE(client.get_read_write_lock("forced-wake").write_lock().force_unlock());
+  const auto at = reader.get();
+  ASSERT_TRUE(at.has_value()) << "the reader never got in";
+  EXPECT_LT(*at - forced, 3s) << "the reader slept past the force-unlock of the write side";
 }
 
 TEST(ReadWriteLock, AnotherProcessesHoldsAreRespectedAndACrashedReaderLapses) {

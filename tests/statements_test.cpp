@@ -146,6 +146,17 @@ TEST(KindRules, EachKindDeclaresWhoMayHaveIt) {
   EXPECT_EQ(rw.read->traits.blocked_by, std::vector<Kind>{Kind::kWrite});
   EXPECT_EQ(rw.write->traits.fence_step, 2) << "a read's token sits between two writes'";
   EXPECT_EQ(rw.read->traits.serial, Kind::kWrite) << "both sides count on the head row's fence";
+  EXPECT_TRUE(rw.read->traits.shared) << "a bell rung for the read side wakes every reader";
+  EXPECT_FALSE(rw.write->traits.shared);
+  EXPECT_EQ(rw.read->traits.other_side, Kind::kWrite);
+  EXPECT_EQ(rw.write->traits.other_side, Kind::kRead);
+  EXPECT_TRUE(rw.read->traits.frees_alone) << "a read's release also uncounts it on the head row";
+  for (const auto* other : {lock.get(), semaphore.get(), rw.write.get()}) {
+    EXPECT_FALSE(other->traits.frees_alone) << kind_name(other->traits.kind);
+    EXPECT_FALSE(other->traits.shared && other != rw.read.get()) << kind_name(other->traits.kind);
+  }
+  EXPECT_FALSE(lock->traits.other_side);
+  EXPECT_FALSE(semaphore->traits.other_side);
 }
 
 }  // namespace
