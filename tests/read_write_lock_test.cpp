@@ -454,6 +454,18 @@ TEST(ReadWriteLock, AReleaseInAnotherClientWakesTheOtherSideAtTheRelease) {
   }
 }
 
+// A read of `name` by a thread of its own in `client`, within 20 s: when it
+// got in (none if it did not).
+std::future<std::optional<Clock::time_point>> read_when_free(DatabaseDistributedLock& client, const char* name) {
+  return std::async(std::launch::async, [&client, name]() -> std::optional<Clock::time_point> {
+    ReadWriteLock reader = client.get_read_write_lock(name);
+    if (!reader.try_lock_shared_for(20s)) return std::nullopt;
+    const auto at = Clock::now();
+    reader.unlock_shared();
+    return at;
+  });
+}
+
 // One release of a write elsewhere lets in every reader waiting here, not
 // one of them.
 TEST(ReadWriteLock, AWriteReleasedElsewhereWakesEveryReaderWaitingHere) {
@@ -467,15 +479,7 @@ TEST(ReadWriteLock, AWriteReleasedElsewhereWakesEveryReaderWaitingHere) {
   writer.lock();
   constexpr int kReaders = 3;
   std::vector<std::future<std::optional<Clock::time_point>>> reads;
-  for (int i = 0; i < kReaders; ++i) {
-    reads.push_back(std::async(std::launch::async, [&]() -> std::optional<Clock::time_point> {
-      ReadWriteLock reader = readers.get_read_write_lock("every-reader");
-      if (!reader.try_lock_shared_for(20s)) return std::nullopt;
-      const auto at = Clock::now();
-      reader.unlock_shared();
-      return at;
-    }));
-  }
+  for (int i = 0; i < kReaders; ++i) reads.push_back(read_when_free(readers, "every-reader"));
   ASSERT_TRUE(test::wait_for_waiters(readers, MetricKind::kRead, kReaders));
   const auto released = Clock::now();
   writer.unlock();
@@ -495,13 +499,7 @@ TEST(ReadWriteLock, ForceUnlockingTheWriteSideWakesTheReadersWaitingHere) {
   DatabaseDistributedLock holder(o);
   DatabaseDistributedLock client(same_table(o));
   holder.get_read_write_lock("forced-wake").lock();
-  auto reader = std::async(std::launch::async, [&]() -> std::optional<Clock::time_point> {
-    ReadWriteLock r = client.get_read_write_lock("forced-wake");
-    if (!r.try_lock_shared_for(20s)) return std::nullopt;
-    const auto at = Clock::now();
-    r.unlock_shared();
-    return at;
-  });
+  auto reader = read_when_free(client, "forced-wake");
   ASSERT_TRUE(test::wait_for_waiters(client, MetricKind::kRead, 1));
   const auto forced = Clock::now();
   EXPECT_TRUE(client.get_read_write_lock("forced-wake").write_lock().force_unlock());
