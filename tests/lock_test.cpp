@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/tools.hpp"
 #include "test_env.hpp"
 
 namespace dlock {
@@ -253,6 +254,29 @@ TEST(Lock, ThreadIdentityIsNeverReusedByANewThread) {
       EXPECT_THROW(client.unlock(name), NotHeldError);
     }).join();
   }
+}
+
+// A take clears its own client's intent on the row in the same statement
+// (only a client with an intent there runs that clause), and forgets it:
+// another client gets the name at the release, not when the intent's lease
+// (3 poll intervals) ends.
+TEST(Lock, ATakeClearsItsOwnClientsIntentSoAnotherClientGetsInAtTheRelease) {
+  Options o = fresh_options();
+  o.poll_interval = 10s;  // the intent's lease, 30 s, cannot end within the test
+  DatabaseDistributedLock a(o);
+  DatabaseDistributedLock b(same_table(o));
+  a.lock("intent");
+  a.unlock("intent");  // the row exists
+  details::Engine& engine = details::EngineAccess::of(a);
+  const details::NameKeyView key{details::Kind::kLock, "intent"};
+  engine.set_intent(key);
+  ASSERT_TRUE(engine.intends(key)) << "the intent was not set";
+  EXPECT_FALSE(b.try_lock("intent", 0ms)) << "another client's live intent did not hold b back";
+  a.lock("intent");
+  EXPECT_FALSE(engine.intends(key)) << "the client still counts the intent its take cleared";
+  a.unlock("intent");
+  EXPECT_TRUE(b.try_lock("intent", 0ms)) << "the intent stayed on the row after its own client took the name";
+  b.unlock("intent");
 }
 
 TEST(Lock, StandardGuardsWork) {
