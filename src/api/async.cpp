@@ -80,6 +80,13 @@ void fail_later(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
   });
 }
 
+// The operation has ended: a cancellation from now on touches nothing.
+void mark_done(const std::shared_ptr<CancellationState>& cancel) {
+  if (!cancel) return;
+  std::lock_guard<std::mutex> guard(cancel->mutex);
+  cancel->done = true;
+}
+
 // Validates and fixes the request now (`make` throws std::invalid_argument
 // for bad input, delivered through the completion), and starts its Wait.
 template <class MakeWait>
@@ -89,20 +96,12 @@ void start_wait(Engine& engine, std::unique_ptr<AsyncCompletion> completion, std
   try {
     wait = make();
   } catch (...) {
-    if (cancel) {
-      std::lock_guard<std::mutex> guard(cancel->mutex);
-      cancel->done = true;
-    }
+    mark_done(cancel);
     fail_later(engine, std::move(completion), std::current_exception());
     return;
   }
   std::function<void()> on_end;
-  if (cancel) {
-    on_end = [cancel] {
-      std::lock_guard<std::mutex> guard(cancel->mutex);
-      cancel->done = true;
-    };
-  }
+  if (cancel) on_end = [cancel] { mark_done(cancel); };
   const std::uint64_t id =
       details::AsyncWait::start(engine, std::move(wait), std::move(completion), std::move(on_end));
   if (!cancel || id == 0) return;
@@ -211,28 +210,16 @@ void start_async_campaign(const Election& election, std::string_view value,
   const std::string& name = AsyncAccess::name(election);
   const std::uint64_t owner = AsyncAccess::owner(election);
   const details::NameKey key = details::Elections::key(name);
+  auto wrapped = std::make_unique<TermCompletion>(elections, name, owner, std::move(completion));
   if (engine.holds().find(key, owner)) {
     // Leads already (or lost a leadership it has not resigned): the term,
     // or the error, from a worker (the term may take a read).
-    if (cancel) {
-      std::lock_guard<std::mutex> guard(cancel->mutex);
-      cancel->done = true;
-    }
-    engine.async().post([&elections, name = std::string(name), owner, completion = std::move(completion)](bool run) mutable {
-      std::exception_ptr error = run ? nullptr : shutting_down();
-      std::uint64_t term = 0;
-      if (run) {
-        try {
-          term = elections.term_after_campaign(name, owner);
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      AsyncCompletion::finish(std::move(completion), std::move(error), term);
+    mark_done(cancel);
+    engine.async().post([wrapped = std::move(wrapped)](bool run) mutable {
+      AsyncCompletion::finish(std::move(wrapped), run ? nullptr : shutting_down(), 1);
     });
     return;
   }
-  auto wrapped = std::make_unique<TermCompletion>(elections, name, owner, std::move(completion));
   start_wait(engine, std::move(wrapped), std::move(cancel), [&] {
     details::AcquireRequest r = engine.make_request(key, owner, std::nullopt, std::nullopt);
     if (value.size() > details::kMaxElectionValue)

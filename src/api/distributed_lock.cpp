@@ -18,6 +18,12 @@ namespace {
 // A handle's owner id; 0 means "the calling thread".
 std::uint64_t resolve(std::uint64_t owner) { return owner != 0 ? owner : details::current_thread_id(); }
 
+// `name`, after it passed validate_name (a handle is checked when made).
+std::string valid(std::string name) {
+  details::validate_name(name);
+  return name;
+}
+
 }  // namespace
 
 Owner Owner::this_thread() noexcept { return Owner(details::current_thread_id()); }
@@ -63,44 +69,32 @@ std::optional<Millis> DatabaseDistributedLock::remaining_ttl(std::string_view na
 
 std::uint64_t DatabaseDistributedLock::fencing_token(std::string_view name) { return fencing_token_for(name, 0); }
 
-Lock DatabaseDistributedLock::get_lock(std::string name) {
-  details::validate_name(name);
-  return Lock(this, std::move(name), 0);
-}
+Lock DatabaseDistributedLock::get_lock(std::string name) { return Lock(this, valid(std::move(name)), 0); }
 
 Lock DatabaseDistributedLock::get_lock(std::string name, Owner owner) {
-  details::validate_name(name);
-  return Lock(this, std::move(name), owner.id());
+  return Lock(this, valid(std::move(name)), owner.id());
 }
 
-Election DatabaseDistributedLock::get_election(std::string name) {
-  details::validate_name(name);
-  return Election(this, std::move(name), 0);
-}
+Election DatabaseDistributedLock::get_election(std::string name) { return Election(this, valid(std::move(name)), 0); }
 
 Election DatabaseDistributedLock::get_election(std::string name, Owner owner) {
-  details::validate_name(name);
-  return Election(this, std::move(name), owner.id());
+  return Election(this, valid(std::move(name)), owner.id());
 }
 
 Lock DatabaseDistributedLock::get_fair_lock(std::string name) {
-  details::validate_name(name);
-  return Lock(this, std::move(name), 0, Side::kFair);
+  return Lock(this, valid(std::move(name)), 0, Side::kFair);
 }
 
 Lock DatabaseDistributedLock::get_fair_lock(std::string name, Owner owner) {
-  details::validate_name(name);
-  return Lock(this, std::move(name), owner.id(), Side::kFair);
+  return Lock(this, valid(std::move(name)), owner.id(), Side::kFair);
 }
 
 ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name) {
-  details::validate_name(name);
-  return ReadWriteLock(this, std::move(name), 0);
+  return ReadWriteLock(this, valid(std::move(name)), 0);
 }
 
 ReadWriteLock DatabaseDistributedLock::get_read_write_lock(std::string name, Owner owner) {
-  details::validate_name(name);
-  return ReadWriteLock(this, std::move(name), owner.id());
+  return ReadWriteLock(this, valid(std::move(name)), owner.id());
 }
 
 namespace {

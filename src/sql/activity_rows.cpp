@@ -44,15 +44,13 @@ void ActivityRows::per_chunk(const ActivityFilter& f, Each&& each) {
 std::vector<std::pair<Kind, std::size_t>> ActivityRows::count_holds(Connection& c, const ActivityFilter& f) const {
   std::map<Kind, std::size_t> counts;
   per_chunk(f, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-    rows_.run(c, "counting holds", [&] {
-      auto& ps = c.prepared("SELECT kind, COUNT(*) FROM " + rows_.quoted() + kLiveHold + where(f, bucket) +
-                            " GROUP BY kind");
-      Binder b(ps);
-      bind(b, f, first, count, bucket);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) counts[static_cast<Kind>(rs->getUInt(1))] += static_cast<std::size_t>(rs->getUInt64(2));
-      return 0;
-    });
+    rows_.query(
+        c, "counting holds",
+        "SELECT kind, COUNT(*) FROM " + rows_.quoted() + kLiveHold + where(f, bucket) + " GROUP BY kind",
+        [&](Binder& b) { bind(b, f, first, count, bucket); },
+        [&](sql::ResultSet& rs) {
+          while (rs.next()) counts[static_cast<Kind>(rs.getUInt(1))] += static_cast<std::size_t>(rs.getUInt64(2));
+        });
   });
   return {counts.begin(), counts.end()};
 }
@@ -89,15 +87,16 @@ std::vector<std::pair<std::string, std::size_t>> ActivityRows::queue_lengths(Con
                                                                               const ActivityFilter& f) const {
   std::map<std::string, std::size_t> lengths;
   per_chunk(f, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-    rows_.run(c, "counting fair lock queues", [&] {
-      auto& ps = c.prepared("SELECT lock_name, COUNT(*) FROM " + rows_.quoted() + kLiveQueueEntry +
-                            where(ActivityFilter{f.names, {}, 0}, bucket) + " GROUP BY lock_name");
-      Binder b(ps);
-      bind(b, ActivityFilter{f.names, {}, 0}, first, count, bucket);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) lengths[rs->getString(1)] += static_cast<std::size_t>(rs->getUInt64(2));
-      return 0;
-    });
+    rows_.query(
+        c, "counting fair lock queues",
+        "SELECT lock_name, COUNT(*) FROM " + rows_.quoted() + kLiveQueueEntry +
+            where(ActivityFilter{f.names, {}, 0}, bucket) + " GROUP BY lock_name",
+        [&](Binder& b) {
+          bind(b, ActivityFilter{f.names, {}, 0}, first, count, bucket);
+        },
+        [&](sql::ResultSet& rs) {
+          while (rs.next()) lengths[rs.getString(1)] += static_cast<std::size_t>(rs.getUInt64(2));
+        });
   });
   return {lengths.begin(), lengths.end()};
 }

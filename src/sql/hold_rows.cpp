@@ -4,6 +4,7 @@
 #include <cppconn/resultset.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "sql/bells.hpp"
 #include "sql/statement.hpp"
@@ -180,101 +181,80 @@ HoldRows::HoldRows(std::string table, std::shared_ptr<spdlog::logger> logger)
 }
 
 HoldRow HoldRows::read(Connection& c, const RowKey& key) const {
-  return run(c, "reading a row", [&] {
-    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " + key_match(key));
-    Binder b(ps);
-    bind_key(b, key);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    if (rs->next()) return to_hold_row(*rs);
-    HoldRow none;
-    none.key = key;
-    return none;
-  });
+  auto rows = select(c, "reading a row", key_match(key), [&](Binder& b) { bind_key(b, key); });
+  if (!rows.empty()) return std::move(rows.front());
+  HoldRow none;
+  none.key = key;
+  return none;
 }
 
 HoldRow HoldRows::read_state(Connection& c, const RowKey& key) const {
-  return run(c, "reading a row", [&] {
-    auto& ps = c.prepared("SELECT " + fragments::live() + ", hold_id, TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), IF("
-                          "intent_expire > NOW(6), intent_id, 0), TIMESTAMPDIFF(MICROSECOND, NOW(6), intent_expire) FROM " +
-                          quoted_ + " WHERE " + key_match(key));
-    Binder b(ps);
-    bind_key(b, key);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    HoldRow row;
-    row.key = key;
-    if (!rs->next()) return row;
-    row.exists = true;
-    row.live = rs->getInt(1) == 1;
-    row.intent_id = rs->getUInt64(4);
-    if (row.intent_id != 0) row.intent_ttl_us = rs->getInt64(5);
-    if (!row.live) return row;
-    row.hold_id = rs->getUInt64(2);
-    row.ttl_us = rs->getInt64(3);
-    return row;
-  });
+  return query(
+      c, "reading a row",
+      "SELECT " + fragments::live() +
+          ", hold_id, TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), IF("
+          "intent_expire > NOW(6), intent_id, 0), TIMESTAMPDIFF(MICROSECOND, NOW(6), intent_expire) FROM " +
+          quoted_ + " WHERE " + key_match(key),
+      [&](Binder& b) { bind_key(b, key); },
+      [&](sql::ResultSet& rs) {
+        HoldRow row;
+        row.key = key;
+        if (!rs.next()) return row;
+        row.exists = true;
+        row.live = rs.getInt(1) == 1;
+        row.intent_id = rs.getUInt64(4);
+        if (row.intent_id != 0) row.intent_ttl_us = rs.getInt64(5);
+        if (!row.live) return row;
+        row.hold_id = rs.getUInt64(2);
+        row.ttl_us = rs.getInt64(3);
+        return row;
+      });
 }
 
 std::optional<HoldRow> HoldRows::find(Connection& c, Kind kind, std::string_view name, std::uint64_t hold_id) const {
-  return run(c, "reading a hold", [&]() -> std::optional<HoldRow> {
-    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ +
-                          " WHERE kind = ? AND lock_name = ? AND hold_id = ? AND " + fragments::live());
-    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name).u64(hold_id);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    if (rs->next()) return to_hold_row(*rs);
-    return std::nullopt;
-  });
+  auto rows = select(c, "reading a hold", "kind = ? AND lock_name = ? AND hold_id = ? AND " + fragments::live(),
+                     [&](Binder& b) { b.u64(static_cast<std::uint64_t>(kind)).text(name).u64(hold_id); });
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
 }
 
 std::vector<HoldRow> HoldRows::read_name(Connection& c, Kind kind, std::string_view name) const {
-  return run(c, "reading rows", [&] {
-    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ +
-                          " WHERE kind = ? AND lock_name = ?");
-    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    std::vector<HoldRow> rows;
-    while (rs->next()) rows.push_back(to_hold_row(*rs));
-    return rows;
-  });
+  return select(c, "reading rows", "kind = ? AND lock_name = ?",
+                [&](Binder& b) { b.u64(static_cast<std::uint64_t>(kind)).text(name); });
 }
 
 std::vector<HoldRow> HoldRows::read_holds(Connection& c, const std::vector<HeldRow>& holds) const {
   std::vector<HoldRow> rows;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
-    run(c, "reading rows", [&] {
-      auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " + list.sql() +
-                            " AND " + fragments::live());
-      Binder b(ps);
-      list.bind(b);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) rows.push_back(to_hold_row(*rs));
-      return 0;
-    });
+    auto chunk = select(c, "reading rows", list.sql() + " AND " + fragments::live(), [&](Binder& b) { list.bind(b); });
+    std::move(chunk.begin(), chunk.end(), std::back_inserter(rows));
   });
   return rows;
 }
 
 std::size_t HoldRows::count_live(Connection& c, Kind kind, std::string_view name) const {
-  return run(c, "counting holds", [&] {
-    auto& ps = c.prepared("SELECT COUNT(*) FROM " + quoted_ + " WHERE kind = ? AND lock_name = ? AND " +
-                          fragments::live());
-    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    return rs->next() ? static_cast<std::size_t>(rs->getUInt64(1)) : std::size_t{0};
-  });
+  return query(
+      c, "counting holds",
+      "SELECT COUNT(*) FROM " + quoted_ + " WHERE kind = ? AND lock_name = ? AND " + fragments::live(),
+      [&](Binder& b) { b.u64(static_cast<std::uint64_t>(kind)).text(name); },
+      [&](sql::ResultSet& rs) { return rs.next() ? static_cast<std::size_t>(rs.getUInt64(1)) : std::size_t{0}; });
 }
 
 std::vector<HoldRow> HoldRows::read_live(Connection& c, const std::vector<Kind>& kinds) const {
-  return run(c, "listing holds", [&] {
-    auto& ps = c.prepared("SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " +
-                          (kinds.empty() ? std::string() : kinds_in(kinds.size()) + " AND ") + fragments::live() +
-                          " ORDER BY kind, lock_name, slot");
-    Binder b(ps);
-    bind_kinds(b, kinds);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    std::vector<HoldRow> rows;
-    while (rs->next()) rows.push_back(to_hold_row(*rs));
-    return rows;
-  });
+  return select(c, "listing holds",
+                (kinds.empty() ? std::string() : kinds_in(kinds.size()) + " AND ") + fragments::live() +
+                    " ORDER BY kind, lock_name, slot",
+                [&](Binder& b) { bind_kinds(b, kinds); });
+}
+
+template <class Bind>
+std::vector<HoldRow> HoldRows::select(Connection& c, const char* what, const std::string& where, Bind&& bind) const {
+  return query(c, what, "SELECT " + fragments::row_columns() + " FROM " + quoted_ + " WHERE " + where, bind,
+               [](sql::ResultSet& rs) {
+                 std::vector<HoldRow> rows;
+                 while (rs.next()) rows.push_back(to_hold_row(rs));
+                 return rows;
+               });
 }
 
 bool HoldRows::retake(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state, std::int64_t lease_us,
@@ -294,15 +274,13 @@ bool HoldRows::retake_once(Connection& c, const RowKey& key, std::uint64_t hold_
 }
 
 bool HoldRows::release_to(Connection& c, const RowKey& key, std::uint64_t hold_id, unsigned state) const {
-  return run(c, "releasing a hold", [&] {
-           auto& ps = c.prepared("UPDATE " + quoted_ + " SET state = ? WHERE " + key_match(key) + " AND hold_id = ? AND " +
-                                 fragments::live());
-           Binder b(ps);
-           b.u64(state);
-           bind_key(b, key);
-           b.u64(hold_id);
-           return execute_update(ps);
-         }) > 0;
+  return update(c, "releasing a hold",
+                "UPDATE " + quoted_ + " SET state = ? WHERE " + key_match(key) + " AND hold_id = ? AND " +
+                    fragments::live(),
+                [&](Binder& b) {
+                  bind_key(b.u64(state), key);
+                  b.u64(hold_id);
+                }) > 0;
 }
 
 bool HoldRows::free(Connection& c, const RowKey& key, std::uint64_t hold_id, std::int64_t at_least_us, Marks marks,
@@ -321,14 +299,11 @@ bool HoldRows::free(Connection& c, const RowKey& key, std::uint64_t hold_id, std
 std::size_t HoldRows::renew(Connection& c, const std::vector<HeldRow>& holds, std::int64_t lease_us) const {
   std::size_t renewed = 0;
   for_each_hold_chunk(holds, [&](const HoldList& list) {
-    renewed += static_cast<std::size_t>(run(c, "renewing leases", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ + " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
-                            list.sql() + " AND watchdog = 1 AND " + fragments::live());
-      Binder b(ps);
-      b.i64(written_lease_us(lease_us));
-      list.bind(b);
-      return execute_update(ps);
-    }));
+    renewed += static_cast<std::size_t>(update(c, "renewing leases",
+                                               "UPDATE " + quoted_ +
+                                                   " SET expire_time = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                                                   list.sql() + " AND watchdog = 1 AND " + fragments::live(),
+                                               [&](Binder& b) { list.bind(b.i64(written_lease_us(lease_us))); }));
   });
   return renewed;
 }
@@ -444,21 +419,22 @@ std::size_t HoldRows::update_skipping_locked(Connection& c, const std::vector<He
 
 std::vector<HoldRows::Watched> HoldRows::watched(Connection& c, const std::vector<Kind>& kinds,
                                                  std::string_view name) const {
-  return run(c, "reading a waited-for row", [&] {
-    auto& ps = c.prepared("SELECT kind, slot, hold_id, bell, waiters FROM " + quoted_ + " WHERE " +
-                          kinds_in(kinds.size()) + " AND lock_name = ? AND " + fragments::live() +
-                          " ORDER BY expire_time");
-    Binder b(ps);
-    bind_kinds(b, kinds);
-    b.text(name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    std::vector<Watched> out;
-    while (rs->next()) {
-      out.push_back(Watched{static_cast<Kind>(rs->getUInt(1)), rs->getUInt64(2), rs->getUInt64(3),
-                            rs->getString(4), rs->getInt(5) == 1});
-    }
-    return out;
-  });
+  return query(
+      c, "reading a waited-for row",
+      "SELECT kind, slot, hold_id, bell, waiters FROM " + quoted_ + " WHERE " + kinds_in(kinds.size()) +
+          " AND lock_name = ? AND " + fragments::live() + " ORDER BY expire_time",
+      [&](Binder& b) {
+        bind_kinds(b, kinds);
+        b.text(name);
+      },
+      [&](sql::ResultSet& rs) {
+        std::vector<Watched> out;
+        while (rs.next()) {
+          out.push_back(Watched{static_cast<Kind>(rs.getUInt(1)), rs.getUInt64(2), rs.getUInt64(3), rs.getString(4),
+                                rs.getInt(5) == 1});
+        }
+        return out;
+      });
 }
 
 std::size_t HoldRows::mark(Connection& c, const std::vector<Kind>& kinds, std::string_view name,
@@ -466,70 +442,65 @@ std::size_t HoldRows::mark(Connection& c, const std::vector<Kind>& kinds, std::s
   // Matched by the row, not the hold id: a local handoff makes a new hold
   // but keeps the bell and the mark, so on a hot lock the mark still lands,
   // and the release that ends the chain rings.
-  return static_cast<std::size_t>(run(c, "marking rows as waited for", [&] {
-    auto& ps = c.prepared("UPDATE " + quoted_ + " SET waiters = 1 WHERE " + kinds_in(kinds.size()) +
-                          " AND lock_name = ? AND waiters = 0 AND bell <> '' AND hold_id >> 48 <> ? AND " +
-                          fragments::live());
-    Binder b(ps);
-    bind_kinds(b, kinds);
-    b.text(name).u64(own_tag);
-    return execute_update(ps);
-  }));
+  return static_cast<std::size_t>(update(c, "marking rows as waited for",
+                                         "UPDATE " + quoted_ + " SET waiters = 1 WHERE " + kinds_in(kinds.size()) +
+                                             " AND lock_name = ? AND waiters = 0 AND bell <> '' AND hold_id >> 48 <> ?"
+                                             " AND " +
+                                             fragments::live(),
+                                         [&](Binder& b) {
+                                           bind_kinds(b, kinds);
+                                           b.text(name).u64(own_tag);
+                                         }));
 }
 
 std::vector<std::string> HoldRows::set_intent(Connection& c, Kind kind, const std::vector<std::string>& names,
                                               std::uint64_t client_key, std::int64_t lease_us) const {
   std::vector<std::string> held;
   for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-    const auto changed = run(c, "marking a waiting client", [&] {
-      auto& ps = c.prepared("UPDATE " + quoted_ +
-                            " SET intent_id = ?, intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE kind = ? AND"
-                            " slot = 0 AND lock_name IN (" + placeholders(bucket) + ") AND " +
-                            fragments::no_foreign_intent());
-      Binder b(ps);
-      b.u64(client_key).i64(lease_us).u64(static_cast<std::uint64_t>(kind));
-      bind_texts(b, names, first, count, bucket);
-      b.u64(client_key);
-      return execute_update(ps);
-    });
+    const auto changed = update(c, "marking a waiting client",
+                                "UPDATE " + quoted_ +
+                                    " SET intent_id = ?, intent_expire = NOW(6) + INTERVAL ? MICROSECOND WHERE kind = ?"
+                                    " AND slot = 0 AND lock_name IN (" +
+                                    placeholders(bucket) + ") AND " + fragments::no_foreign_intent(),
+                                [&](Binder& b) {
+                                  bind_texts(b.u64(client_key).i64(lease_us).u64(static_cast<std::uint64_t>(kind)),
+                                             names, first, count, bucket);
+                                  b.u64(client_key);
+                                });
     if (static_cast<std::size_t>(changed) == count) {
       held.insert(held.end(), names.begin() + static_cast<std::ptrdiff_t>(first),
                   names.begin() + static_cast<std::ptrdiff_t>(first + count));
       return;
     }
     if (changed == 0 && count == 1) return;
-    run(c, "reading waiting clients", [&] {
-      auto& ps = c.prepared("SELECT lock_name FROM " + quoted_ + " WHERE kind = ? AND slot = 0 AND lock_name IN (" +
-                            placeholders(bucket) + ") AND intent_id = ? AND intent_expire > NOW(6)");
-      Binder b(ps);
-      b.u64(static_cast<std::uint64_t>(kind));
-      bind_texts(b, names, first, count, bucket);
-      b.u64(client_key);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) held.push_back(rs->getString(1));
-      return 0;
-    });
+    query(
+        c, "reading waiting clients",
+        "SELECT lock_name FROM " + quoted_ + " WHERE kind = ? AND slot = 0 AND lock_name IN (" + placeholders(bucket) +
+            ") AND intent_id = ? AND intent_expire > NOW(6)",
+        [&](Binder& b) {
+          b.u64(static_cast<std::uint64_t>(kind));
+          bind_texts(b, names, first, count, bucket);
+          b.u64(client_key);
+        },
+        [&](sql::ResultSet& rs) {
+          while (rs.next()) held.push_back(rs.getString(1));
+        });
   });
   return held;
 }
 
 void HoldRows::clear_intent(Connection& c, Kind kind, std::string_view name, std::uint64_t client_key) const {
-  run(c, "unmarking a waiting client", [&] {
-    auto& ps = c.prepared("UPDATE " + quoted_ + " SET intent_id = 0 WHERE kind = ? AND lock_name = ? AND slot = 0"
-                          " AND intent_id = ?");
-    Binder(ps).u64(static_cast<std::uint64_t>(kind)).text(name).u64(client_key);
-    return execute_update(ps);
-  });
+  update(c, "unmarking a waiting client",
+         "UPDATE " + quoted_ + " SET intent_id = 0 WHERE kind = ? AND lock_name = ? AND slot = 0 AND intent_id = ?",
+         [&](Binder& b) { b.u64(static_cast<std::uint64_t>(kind)).text(name).u64(client_key); });
 }
 
 std::size_t HoldRows::force(Connection& c, Kind kind, std::string_view name, bool slot_zero_only) const {
-  return static_cast<std::size_t>(run(c, "force-unlocking", [&] {
-    auto& ps = c.prepared("UPDATE " + quoted_ + " SET " + fragments::free_assignments() +
-                          " WHERE kind = ? AND lock_name = ? AND " + fragments::live() +
-                          (slot_zero_only ? " AND slot = 0" : ""));
-    Binder(ps).i64(0).u64(static_cast<std::uint64_t>(kind)).text(name);
-    return execute_update(ps);
-  }));
+  return static_cast<std::size_t>(
+      update(c, "force-unlocking",
+             "UPDATE " + quoted_ + " SET " + fragments::free_assignments() + " WHERE kind = ? AND lock_name = ? AND " +
+                 fragments::live() + (slot_zero_only ? " AND slot = 0" : ""),
+             [&](Binder& b) { b.i64(0).u64(static_cast<std::uint64_t>(kind)).text(name); }));
 }
 
 }  // namespace dlock::details

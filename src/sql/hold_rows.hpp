@@ -21,12 +21,15 @@
 // reconciles (engine/reconcile.hpp).
 #pragma once
 
+#include <cppconn/resultset.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "base/keys.hpp"
@@ -34,9 +37,6 @@
 
 namespace spdlog {
 class logger;
-}
-namespace sql {
-class ResultSet;
 }
 
 namespace dlock::details {
@@ -158,6 +158,14 @@ class HoldRows {
   // Runs `body` (one statement) with the retry rule of run_statement.
   template <class Body>
   auto run(Connection& c, const char* what, Body&& body) const;
+  // Runs `sql`, its parameters bound by `bind(Binder&)`, as one update with
+  // that rule; the rows it changed.
+  template <class Bind>
+  std::int64_t update(Connection& c, const char* what, const std::string& sql, Bind&& bind) const;
+  // Runs `sql` as one query with that rule: `bind(Binder&)` binds its
+  // parameters, `read(sql::ResultSet&)` reads its rows; what `read` returns.
+  template <class Bind, class Read>
+  auto query(Connection& c, const char* what, const std::string& sql, Bind&& bind, Read&& read) const;
 
   // ---- reads
   // The row (exists == false when there is none).
@@ -242,6 +250,10 @@ class HoldRows {
   std::size_t force(Connection& c, Kind kind, std::string_view name, bool slot_zero_only = false) const;
 
  private:
+  // The rows (fragments::row_columns) that match `where`, whose parameters
+  // `bind` binds.
+  template <class Bind>
+  std::vector<HoldRow> select(Connection& c, const char* what, const std::string& where, Bind&& bind) const;
   // Updates (SET `set`) those of `holds` that match `condition` and that no
   // other transaction has locked: a locking read that skips locked rows,
   // then an UPDATE of the rows it got, in one transaction. The binders add
@@ -285,6 +297,32 @@ bool HoldRows::run_free(Connection& c, const char* what, bool ring, Body&& body)
 template <class Body>
 auto HoldRows::run(Connection& c, const char* what, Body&& body) const {
   return run_statement(c, logger_, what, std::forward<Body>(body));
+}
+
+template <class Bind>
+std::int64_t HoldRows::update(Connection& c, const char* what, const std::string& sql, Bind&& bind) const {
+  return run(c, what, [&] {
+    auto& ps = c.prepared(sql);
+    Binder b(ps);
+    bind(b);
+    return execute_update(ps);
+  });
+}
+
+template <class Bind, class Read>
+auto HoldRows::query(Connection& c, const char* what, const std::string& sql, Bind&& bind, Read&& read) const {
+  return run(c, what, [&] {
+    auto& ps = c.prepared(sql);
+    Binder b(ps);
+    bind(b);
+    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+    if constexpr (std::is_void_v<decltype(read(*rs))>) {
+      read(*rs);
+      return 0;
+    } else {
+      return read(*rs);
+    }
+  });
 }
 
 }  // namespace dlock::details

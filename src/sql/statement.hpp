@@ -1,10 +1,9 @@
 // What every table's statements share: binding parameters left to right,
 // running one statement with the retry rule for deadlocks and lock-wait
-// timeouts, and the fixed-size IN lists. LockTable and SemaphoreTable keep
-// each statement's text next to its bindings and run it through these.
+// timeouts, and the fixed-size IN lists. HoldRows and the kinds keep each
+// statement's text next to its bindings and run it through these.
 #pragma once
 
-#include <cppconn/datatype.h>
 #include <cppconn/exception.h>
 #include <cppconn/prepared_statement.h>
 #include <spdlog/spdlog.h>
@@ -30,14 +29,6 @@ class Binder {
   Binder& text(std::string_view v) {
     ps_.setString(next_++, sql::SQLString(v.data(), v.size()));
     return *this;
-  }
-  // NULL when `v` is null.
-  Binder& text_or_null(const std::string* v) {
-    if (v == nullptr) {
-      ps_.setNull(next_++, sql::DataType::VARBINARY);
-      return *this;
-    }
-    return text(*v);
   }
   Binder& u64(std::uint64_t v) {
     ps_.setUInt64(next_++, v);
@@ -147,10 +138,6 @@ void for_each_chunk(const std::vector<Value>& values, Each&& each) {
 inline void bind_texts(Binder& b, const std::vector<std::string>& values, std::size_t first, std::size_t count,
                        std::size_t bucket) {
   for (std::size_t i = 0; i < bucket; ++i) b.text(values[first + std::min(i, count - 1)]);
-}
-inline void bind_u64s(Binder& b, const std::vector<std::uint64_t>& values, std::size_t first, std::size_t count,
-                      std::size_t bucket) {
-  for (std::size_t i = 0; i < bucket; ++i) b.u64(values[first + std::min(i, count - 1)]);
 }
 
 }  // namespace dlock::details

@@ -28,76 +28,63 @@ ElectionRows::ElectionRows(const HoldRows& rows) : rows_(rows) {
 }
 
 AfterElectionTake ElectionRows::read_after_take(Connection& c, std::string_view name, std::uint64_t hold_id) const {
-  return rows_.run(c, "reading an election after a take", [&] {
-    auto& ps = c.prepared(after_take_sql_);
-    Binder(ps).text(name).text(name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    AfterElectionTake after;
-    while (rs->next()) {
-      const bool live = rs->getInt(6) == 1;
-      if (rs->getUInt(1) == 6) {
-        after.held = live && rs->getUInt64(4) == hold_id;
-        if (after.held) after.fence = rs->getUInt64(3);
-        continue;
-      }
-      after.observers.push_back(ParkedObserver{rs->getUInt64(2), rs->getUInt64(4), rs->getString(5), live});
-    }
-    return after;
-  });
+  return rows_.query(
+      c, "reading an election after a take", after_take_sql_, [&](Binder& b) { b.text(name).text(name); },
+      [&](sql::ResultSet& rs) {
+        AfterElectionTake after;
+        while (rs.next()) {
+          const bool live = rs.getInt(6) == 1;
+          if (rs.getUInt(1) == 6) {
+            after.held = live && rs.getUInt64(4) == hold_id;
+            if (after.held) after.fence = rs.getUInt64(3);
+            continue;
+          }
+          after.observers.push_back(ParkedObserver{rs.getUInt64(2), rs.getUInt64(4), rs.getString(5), live});
+        }
+        return after;
+      });
 }
 
 void ElectionRows::park_observer(Connection& c, std::string_view name, const ParkedObserver& o, int seconds) const {
-  rows_.run(c, "parking an observer", [&] {
-    auto& ps = c.prepared(park_sql_);
-    Binder(ps).text(name).u64(o.slot).u64(o.token).text(o.lock).i64(seconds).u64(o.token).text(o.lock).i64(seconds);
-    return execute_update(ps);
+  rows_.update(c, "parking an observer", park_sql_, [&](Binder& b) {
+    b.text(name).u64(o.slot).u64(o.token).text(o.lock).i64(seconds).u64(o.token).text(o.lock).i64(seconds);
   });
 }
 
 void ElectionRows::unpark_observers(Connection& c, std::string_view name,
                                     const std::vector<ParkedObserver>& parked) const {
   for (const auto& o : parked) {
-    rows_.run(c, "removing a parked observer", [&] {
-      auto& ps = c.prepared(unpark_sql_);
-      Binder(ps).text(name).u64(o.slot).u64(o.token);
-      return execute_update(ps);
-    });
+    rows_.update(c, "removing a parked observer", unpark_sql_,
+                 [&](Binder& b) { b.text(name).u64(o.slot).u64(o.token); });
   }
 }
 
 ElectionRow ElectionRows::read(Connection& c, std::string_view name) const {
-  return rows_.run(c, "reading an election", [&] {
-    auto& ps = c.prepared(read_sql_);
-    Binder b(ps);
-    b.text(name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    ElectionRow row;
-    if (!rs->next()) return row;
-    row.exists = true;
-    row.live = rs->getInt(1) == 1;
-    row.revision = rs->getUInt64(2);
-    row.fence = rs->getUInt64(3);
-    if (!row.live) return row;
-    row.hold_id = rs->getUInt64(4);
-    if (!rs->isNull(5)) row.value = rs->getString(5);
-    row.machine = rs->getString(6);
-    row.host = rs->getString(7);
-    row.pid = static_cast<std::uint32_t>(rs->getUInt(8));
-    row.acquired_at = rs->getString(9);
-    row.ttl_us = rs->getInt64(10);
-    if (!rs->isNull(11)) row.bell = rs->getString(11);
-    return row;
-  });
+  return rows_.query(
+      c, "reading an election", read_sql_, [&](Binder& b) { b.text(name); },
+      [&](sql::ResultSet& rs) {
+        ElectionRow row;
+        if (!rs.next()) return row;
+        row.exists = true;
+        row.live = rs.getInt(1) == 1;
+        row.revision = rs.getUInt64(2);
+        row.fence = rs.getUInt64(3);
+        if (!row.live) return row;
+        row.hold_id = rs.getUInt64(4);
+        if (!rs.isNull(5)) row.value = rs.getString(5);
+        row.machine = rs.getString(6);
+        row.host = rs.getString(7);
+        row.pid = static_cast<std::uint32_t>(rs.getUInt(8));
+        row.acquired_at = rs.getString(9);
+        row.ttl_us = rs.getInt64(10);
+        if (!rs.isNull(11)) row.bell = rs.getString(11);
+        return row;
+      });
 }
 
 bool ElectionRows::proclaim(Connection& c, std::string_view name, std::uint64_t hold_id,
                             std::string_view value) const {
-  return rows_.run(c, "proclaiming", [&] {
-           auto& ps = c.prepared(proclaim_sql_);
-           Binder b(ps);
-           b.text(value).text(name).u64(hold_id);
-           return execute_update(ps);
-         }) > 0;
+  return rows_.update(c, "proclaiming", proclaim_sql_, [&](Binder& b) { b.text(value).text(name).u64(hold_id); }) > 0;
 }
 
 }  // namespace dlock::details

@@ -148,33 +148,29 @@ class FairKind final : public HoldKind {
   std::vector<std::string> poll(KindContext&, Connection&, const std::vector<std::string>&) override { return {}; }
 
   QueuePlace queue_place(KindContext& e, Connection& c, std::string_view name) override {
-    return e.rows().run(c, "reading a fair lock's queue", [&] {
-      auto& ps = c.prepared(sql_.place);
-      Binder(ps).text(name);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      QueuePlace place;
-      std::vector<std::uint64_t> ahead;
-      while (rs->next()) {
-        const std::uint64_t hold_id = rs->getUInt64(2);
-        if (rs->getUInt64(1) >> 16 == e.client_key()) {
-          place.mine = hold_id;
-          if (!ahead.empty()) place.before = ahead[chain_target(ahead.size())];
-          break;
-        }
-        ahead.push_back(hold_id);
-      }
-      return place;
-    });
+    return e.rows().query(
+        c, "reading a fair lock's queue", sql_.place, [&](Binder& b) { b.text(name); },
+        [&](sql::ResultSet& rs) {
+          QueuePlace place;
+          std::vector<std::uint64_t> ahead;
+          while (rs.next()) {
+            const std::uint64_t hold_id = rs.getUInt64(2);
+            if (rs.getUInt64(1) >> 16 == e.client_key()) {
+              place.mine = hold_id;
+              if (!ahead.empty()) place.before = ahead[chain_target(ahead.size())];
+              break;
+            }
+            ahead.push_back(hold_id);
+          }
+          return place;
+        });
   }
 
   std::size_t force(KindContext& e, Connection& c, std::string_view name) override {
     // Granted to the first live entry, as a release would (its client finds
     // it at its next poll).
-    const std::int64_t changed = e.rows().run(c, "force-unlocking a fair lock", [&] {
-      auto& ps = c.prepared(sql_.force_grant);
-      Binder(ps).text(name).text(name);
-      return execute_update(ps);
-    });
+    const std::int64_t changed = e.rows().update(c, "force-unlocking a fair lock", sql_.force_grant,
+                                                 [&](Binder& b) { b.text(name).text(name); });
     return changed > 0 ? 1 : 0;
   }
 
@@ -233,14 +229,14 @@ class FairKind final : public HoldKind {
     // This client's queue entries (its waits have ended).
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "deleting this client's queue entries", [&] {
-        auto& ps = c.prepared("DELETE FROM " + e.rows().quoted() + " WHERE kind = " + kind_sql(Kind::kFair) + " AND lock_name IN (" +
-                              placeholders(bucket) + ") AND slot BETWEEN ? AND ? AND intent_expire <= NOW(6)");
-        Binder b(ps);
-        bind_texts(b, names, first, count, bucket);
-        b.u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
-        return execute_update(ps);
-      });
+      e.rows().update(c, "deleting this client's queue entries",
+                      "DELETE FROM " + e.rows().quoted() + " WHERE kind = " + kind_sql(Kind::kFair) +
+                          " AND lock_name IN (" + placeholders(bucket) +
+                          ") AND slot BETWEEN ? AND ? AND intent_expire <= NOW(6)",
+                      [&](Binder& b) {
+                        bind_texts(b, names, first, count, bucket);
+                        b.u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
+                      });
     });
   }
 
@@ -277,14 +273,6 @@ class FairKind final : public HoldKind {
     queued_count_.store(entries_.size(), std::memory_order_release);
   }
 
-  std::vector<std::uint64_t> pending_hold_ids() {
-    std::lock_guard<std::mutex> guard(mutex_);
-    std::vector<std::uint64_t> ids;
-    ids.reserve(entries_.size());
-    for (const auto& [request, queued] : entries_) ids.push_back(queued.entry.hold_id);
-    return ids;
-  }
-
   // A take with nobody queued (a try_lock, or a waiter's first attempt).
   Taken take_fresh(KindContext& e, const AcquireRequest& r, const Holder& holder) {
     Taken t;
@@ -293,23 +281,16 @@ class FairKind final : public HoldKind {
     const auto attempt = [&](const std::string& sql) {
       return e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kNothing,
                                [&](Connection& c, const std::string* bell) {
-                                 return e.rows().run(c, "taking a fair lock", [&] {
-                                   auto& ps = c.prepared(sql);
-                                   Binder b(ps);
+                                 return e.rows().update(c, "taking a fair lock", sql, [&](Binder& b) {
                                    if (&sql == &sql_.checked_take) b.text(name);
                                    bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
                                    b.text(name).u64(holder.hold_id);
-                                   return execute_update(ps);
                                  }) > 0;
                                });
     };
     if (!known_.contains(name)) {
       e.read([&](Connection& c) {
-        return e.rows().run(c, "making a fair lock's row", [&] {
-          auto& ps = c.prepared(sql_.make_head);
-          Binder(ps).text(name);
-          return execute_update(ps);
-        });
+        return e.rows().update(c, "making a fair lock's row", sql_.make_head, [&](Binder& b) { b.text(name); });
       });
       known_.add(name);
     }
@@ -339,9 +320,7 @@ class FairKind final : public HoldKind {
         // Running it again re-joins at the back (one entry, upserted):
         // harmless, so an unknown outcome is repeated (run_idempotent).
         const auto statement = [&](Connection& on) {
-          return e.rows().run(on, "joining a fair lock's queue", [&] {
-            auto& ps = on.prepared(sql_.join);
-            Binder b(ps);
+          return e.rows().update(on, "joining a fair lock's queue", sql_.join, [&](Binder& b) {
             b.text(r.key.name).i64(kFairHeadIntentUs);
             b.text(r.key.name).u64(entry.slot).u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host);
             // The grant writes the entry's lease as a hold's (written_lease_us).
@@ -349,7 +328,6 @@ class FairKind final : public HoldKind {
             b.u64(holder.pid).flag(r.watchdog).i64(written).text(bell_text).u64(e.client_key()).i64(intent_us);
             b.u64(entry.hold_id).u64(r.owner).text(holder.label).text(holder.host).u64(holder.pid).flag(r.watchdog);
             b.i64(written).text(bell_text).u64(e.client_key()).i64(kFairHeadIntentUs).i64(intent_us);
-            return execute_update(ps);
           });
         };
         return e.run_idempotent(c, [&](Connection& on) {
@@ -382,19 +360,18 @@ class FairKind final : public HoldKind {
     };
     const auto look = [&] {
       return e.read([&](Connection& c) {
-        return e.rows().run(c, "looking at a fair lock", [&] {
-          auto& ps = c.prepared(sql_.look);
-          Binder(ps).u64(entry.slot).u64(entry.hold_id).text(name);
-          std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-          Look l;
-          if (!rs->next()) return l;
-          l.live = rs->getInt(1) == 1;
-          l.hold_id = rs->getUInt64(2);
-          l.fence = rs->getUInt64(3);
-          l.ttl_us = rs->getInt64(4);
-          l.queued = rs->getInt(5) == 1;
-          return l;
-        });
+        return e.rows().query(
+            c, "looking at a fair lock", sql_.look, [&](Binder& b) { b.u64(entry.slot).u64(entry.hold_id).text(name); },
+            [&](sql::ResultSet& rs) {
+              Look l;
+              if (!rs.next()) return l;
+              l.live = rs.getInt(1) == 1;
+              l.hold_id = rs.getUInt64(2);
+              l.fence = rs.getUInt64(3);
+              l.ttl_us = rs.getInt64(4);
+              l.queued = rs.getInt(5) == 1;
+              return l;
+            });
       });
     };
     Look l = look();
@@ -453,11 +430,8 @@ class FairKind final : public HoldKind {
     return e.run_reconciled(
         name,
         [&](Connection& c) {
-          return e.rows().run(c, "taking a fair lock as its first waiter", [&] {
-            auto& ps = c.prepared(sql_.take_first);
-            Binder(ps).text(name).text(name).u64(entry.slot).u64(entry.hold_id);
-            return execute_update(ps);
-          }) > 0;
+          return e.rows().update(c, "taking a fair lock as its first waiter", sql_.take_first,
+                                 [&](Binder& b) { b.text(name).text(name).u64(entry.slot).u64(entry.hold_id); }) > 0;
         },
         [&](Connection& c) {
           return e.rows().find(c, Kind::kFair, name, entry.hold_id) ? KindContext::Verdict::kApplied
@@ -481,11 +455,8 @@ class FairKind final : public HoldKind {
     const std::string_view name = r.key.name;
     CallBudget budget(e.options().io_timeout);
     const bool left = e.read([&](Connection& c) {
-      return e.rows().run(c, "leaving a fair lock's queue", [&] {
-        auto& ps = c.prepared(sql_.leave);
-        Binder(ps).text(name).u64(entry.slot).u64(entry.hold_id);
-        return execute_update(ps);
-      }) > 0;
+      return e.rows().update(c, "leaving a fair lock's queue", sql_.leave,
+                             [&](Binder& b) { b.text(name).u64(entry.slot).u64(entry.hold_id); }) > 0;
     });
     if (left) return;
     // Granted meanwhile (or passed over): a hold nobody here will use
@@ -525,14 +496,12 @@ class FairKind final : public HoldKind {
       for_each_chunk(distinct, [&](std::size_t first, std::size_t count, std::size_t bucket) {
         std::int64_t expected = 0;
         for (std::size_t i = first; i < first + count; ++i) expected += entries_of(distinct[i]);
-        const std::int64_t renewed = e.rows().run(c, "renewing queue entries", [&] {
-          auto& ps = c.prepared(sql_.renew_entries + placeholders(bucket) + ")");
-          Binder b(ps);
-          b.i64(intent_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
-          b.u64(e.client_key()).i64(intent_us / 2);
-          bind_texts(b, distinct, first, count, bucket);
-          return execute_update(ps);
-        });
+        const std::int64_t renewed = e.rows().update(
+            c, "renewing queue entries", sql_.renew_entries + placeholders(bucket) + ")", [&](Binder& b) {
+              b.i64(intent_us).u64(entry_slot(e.client_key(), 0)).u64(entry_slot(e.client_key(), 0xffff));
+              b.u64(e.client_key()).i64(intent_us / 2);
+              bind_texts(b, distinct, first, count, bucket);
+            });
         if (renewed >= expected) return;
         for (std::size_t i = first; i < first + count; ++i) e.waiters().wake_all(NameKeyView{Kind::kFair, distinct[i]});
       });

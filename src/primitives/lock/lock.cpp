@@ -108,21 +108,19 @@ HoldKind::Taken LockKind::take(KindContext& e, const AcquireRequest& r, const Ho
   t.taken = e.take_reconciled(t, r.key, holder.hold_id, KindContext::TakeLearns::kSlotAndFence,
                               [&](Connection& c, const std::string* bell) {
     const bool rerun = std::exchange(ran, true);
-    changed = e.rows().run(c, "taking a lock", [&] {
-      auto& ps = c.prepared(known ? take_sql_[take_variant(clears, rerun)] : upsert_sql_);
-      Binder b(ps);
-      if (known) {
-        bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-        if (clears) b.u64(e.client_key());
-        if (columns_.take.find('?') != std::string::npos) b.text(r.value);
-        b.text(name);
-        if (rerun) b.u64(holder.hold_id);
-        b.u64(e.client_key());
-      } else {
-        bind_upsert(b, e, name, holder, lease_us, r.watchdog, bell, r.value);
-      }
-      return execute_update(ps);
-    });
+    changed = e.rows().update(c, "taking a lock", known ? take_sql_[take_variant(clears, rerun)] : upsert_sql_,
+                              [&](Binder& b) {
+                                if (known) {
+                                  bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+                                  if (clears) b.u64(e.client_key());
+                                  if (columns_.take.find('?') != std::string::npos) b.text(r.value);
+                                  b.text(name);
+                                  if (rerun) b.u64(holder.hold_id);
+                                  b.u64(e.client_key());
+                                } else {
+                                  bind_upsert(b, e, name, holder, lease_us, r.watchdog, bell, r.value);
+                                }
+                              });
     return changed > 0;
   });
   if (!known) {
@@ -157,13 +155,10 @@ HoldKind::Refusal LockKind::refused(KindContext& e, const AcquireRequest& r, con
 
 bool LockKind::hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                          const AcquireRequest& request) {
-  return e.rows().run(c, "handing a lock over", [&] {
-           auto& ps = c.prepared(hand_over_sql_);
-           Binder b(ps);
-           bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
-           b.u64(e.client_key()).text(row.name).u64(from).u64(to).u64(e.client_key());
-           return execute_update(ps);
-         }) > 0;
+  return e.rows().update(c, "handing a lock over", hand_over_sql_, [&](Binder& b) {
+    bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+    b.u64(e.client_key()).text(row.name).u64(from).u64(to).u64(e.client_key());
+  }) > 0;
 }
 
 // Returns the names held by another hold than the one the previous poll
@@ -174,30 +169,28 @@ std::vector<std::string> LockKind::poll(KindContext& e, Connection& c, const std
   std::vector<std::string> retaken;
   StringMap<std::uint64_t> seen;
   for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-    e.rows().run(c, "polling waited-for locks", [&] {
-      auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ")");
-      Binder b(ps);
-      bind_texts(b, names, first, count, bucket);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) {
-        const std::string name = rs->getString(1);
-        const bool live = rs->getInt(2) == 1;
-        polled(e, name, live, rs->getUInt64(5));
-        if (live) {
-          const std::uint64_t hold_id = rs->getUInt64(4);
-          const auto before = polled_holds_.find(name);
-          if (before != polled_holds_.end() && before->second != hold_id) retaken.push_back(name);
-          seen.emplace(name, hold_id);
-          continue;
-        }
-        const NameKeyView key{traits.kind, name};
-        e.hint_free_if_held_here(key);  // that local hold is lost
-        const std::uint64_t intent = rs->getUInt64(3);
-        if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
-        seen.emplace(name, 0);  // held at the next poll: the woken waiter lost the race
-      }
-      return 0;
-    });
+    e.rows().query(
+        c, "polling waited-for locks", poll_sql_ + placeholders(bucket) + ")",
+        [&](Binder& b) { bind_texts(b, names, first, count, bucket); },
+        [&](sql::ResultSet& rs) {
+          while (rs.next()) {
+            const std::string name = rs.getString(1);
+            const bool live = rs.getInt(2) == 1;
+            polled(e, name, live, rs.getUInt64(5));
+            if (live) {
+              const std::uint64_t hold_id = rs.getUInt64(4);
+              const auto before = polled_holds_.find(name);
+              if (before != polled_holds_.end() && before->second != hold_id) retaken.push_back(name);
+              seen.emplace(name, hold_id);
+              continue;
+            }
+            const NameKeyView key{traits.kind, name};
+            e.hint_free_if_held_here(key);  // that local hold is lost
+            const std::uint64_t intent = rs.getUInt64(3);
+            if (intent == 0 || intent == e.client_key()) e.waiters().wake_one(key);
+            seen.emplace(name, 0);  // held at the next poll: the woken waiter lost the race
+          }
+        });
   });
   polled_holds_ = std::move(seen);  // only the names waited for now
   poll_ended();

@@ -46,19 +46,17 @@ void LockSet::make_rows(Engine& e, const std::vector<std::string>& names) {
   // here is free, its lease in the past by the columns' defaults): safe to
   // repeat after an unknown outcome.
   const auto statement = [&](Connection& c) {
-    e.rows().run(c, "making lock rows", [&] {
-      auto& ps = c.prepared("INSERT INTO " + quoted_ + " (kind, lock_name, slot) VALUES " +
-                            [&] {
-                              std::string v;
-                              for (std::size_t i = 0; i < in_list_bucket(missing.size()); ++i)
-                                v += (i == 0 ? "(" : ", (") + kind_sql(Kind::kLock) + ", ?, 0)";
-                              return v;
-                            }() +
-                            " ON DUPLICATE KEY UPDATE slot = slot");
-      Binder b(ps);
-      bind_names(b, missing);
-      return execute_update(ps);
-    });
+    e.rows().update(
+        c, "making lock rows",
+        "INSERT INTO " + quoted_ + " (kind, lock_name, slot) VALUES " +
+            [&] {
+              std::string v;
+              for (std::size_t i = 0; i < in_list_bucket(missing.size()); ++i)
+                v += (i == 0 ? "(" : ", (") + kind_sql(Kind::kLock) + ", ?, 0)";
+              return v;
+            }() +
+            " ON DUPLICATE KEY UPDATE slot = slot",
+        [&](Binder& b) { bind_names(b, missing); });
     return true;
   };
   e.run_reconciled(missing.front(), statement, [](Connection&) { return Engine::Verdict::kRunAgain; });
@@ -145,24 +143,24 @@ void LockSet::look(Engine& e, const std::vector<std::string>& fresh, Taken& t) {
     seen.clear();
     t.foreign.clear();
     first_end = -1;
-    return e.rows().run(c, "reading a set of locks", [&] {
-      auto& ps = c.prepared(look_sql_ + in_list(fresh.size()));
-      Binder b(ps);
-      b.u64(e.client_key());
-      bind_names(b, fresh);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      while (rs->next()) {
-        std::string name = rs->getString(1);
-        if (rs->getInt(2) == 1) {
-          ends_in(std::max<std::int64_t>(0, rs->getInt64(3)));
-          if (!e.is_this_clients(rs->getUInt64(4))) t.foreign.push_back(name);
-        } else if (const std::int64_t mark = rs->getInt64(5); mark > 0) {
-          ends_in(mark);  // free, but another client's waiter goes next
-        }
-        seen.push_back(std::move(name));
-      }
-      return 0;
-    });
+    return e.rows().query(
+        c, "reading a set of locks", look_sql_ + in_list(fresh.size()),
+        [&](Binder& b) {
+          b.u64(e.client_key());
+          bind_names(b, fresh);
+        },
+        [&](sql::ResultSet& rs) {
+          while (rs.next()) {
+            std::string name = rs.getString(1);
+            if (rs.getInt(2) == 1) {
+              ends_in(std::max<std::int64_t>(0, rs.getInt64(3)));
+              if (!e.is_this_clients(rs.getUInt64(4))) t.foreign.push_back(name);
+            } else if (const std::int64_t mark = rs.getInt64(5); mark > 0) {
+              ends_in(mark);  // free, but another client's waiter goes next
+            }
+            seen.push_back(std::move(name));
+          }
+        });
   });
   // A row deleted behind this client's back is made again next time.
   for (const auto& n : fresh)

@@ -94,13 +94,10 @@ class WriteKind final : public HoldKind {
                                   [&](Connection& c, const std::string* bell) {
                                     s_->ensure_head(e, c, r.key.name);
                                     const auto take = [&](const std::string& statement) {
-                                      return e.rows().run(c, "taking a write lock", [&] {
-                                               auto& ps = c.prepared(statement);
-                                               Binder b(ps);
-                                               bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
-                                               b.text(r.key.name).u64(holder.hold_id);
-                                               return execute_update(ps);
-                                             }) > 0;
+                                      return e.rows().update(c, "taking a write lock", statement, [&](Binder& b) {
+                                        bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
+                                        b.text(r.key.name).u64(holder.hold_id);
+                                      }) > 0;
                                     };
                                     return take(s_->take_write) || take(s_->take_write_past_reads);
                                   });
@@ -128,29 +125,20 @@ class WriteKind final : public HoldKind {
 
   bool hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    return e.rows().run(c, "handing a write lock over", [&] {
-             auto& ps = c.prepared(s_->hand_over_write);
-             Binder b(ps);
-             bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
-             b.text(row.name).u64(from).u64(to);
-             return execute_update(ps);
-           }) > 0;
+    return e.rows().update(c, "handing a write lock over", s_->hand_over_write, [&](Binder& b) {
+      bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+      b.text(row.name).u64(from).u64(to);
+    }) > 0;
   }
 
   std::vector<std::string> set_intents(KindContext& e, Connection& c, const std::vector<std::string>& names,
                                 std::int64_t lease_us) override {
     for (const auto& name : names) {
       // The head first: once the intent row is there, readers are held back.
-      e.rows().run(c, "setting a waiting writer's intent", [&] {
-        auto& ps = c.prepared(s_->intend_head);
-        Binder(ps).i64(lease_us).text(name);
-        return execute_update(ps);
-      });
-      e.rows().run(c, "setting a waiting writer's intent", [&] {
-        auto& ps = c.prepared(s_->intend);
-        Binder(ps).text(name).u64(e.client_key()).text(e.machine_id()).text(e.host()).u64(e.pid()).i64(lease_us).i64(
-            lease_us);
-        return execute_update(ps);
+      e.rows().update(c, "setting a waiting writer's intent", s_->intend_head,
+                      [&](Binder& b) { b.i64(lease_us).text(name); });
+      e.rows().update(c, "setting a waiting writer's intent", s_->intend, [&](Binder& b) {
+        b.text(name).u64(e.client_key()).text(e.machine_id()).text(e.host()).u64(e.pid()).i64(lease_us).i64(lease_us);
       });
       std::lock_guard<std::mutex> guard(intents_mutex_);
       intents_.emplace(name);
@@ -159,16 +147,10 @@ class WriteKind final : public HoldKind {
   }
 
   void clear_intent(KindContext& e, Connection& c, std::string_view name) override {
-    e.rows().run(c, "clearing a waiting writer's intent", [&] {
-      auto& ps = c.prepared(s_->withdraw);
-      Binder(ps).text(name).u64(e.client_key());
-      return execute_update(ps);
-    });
-    e.rows().run(c, "clearing a waiting writer's intent", [&] {
-      auto& ps = c.prepared(s_->withdraw_head);
-      Binder(ps).text(name).text(name);
-      return execute_update(ps);
-    });
+    e.rows().update(c, "clearing a waiting writer's intent", s_->withdraw,
+                    [&](Binder& b) { b.text(name).u64(e.client_key()); });
+    e.rows().update(c, "clearing a waiting writer's intent", s_->withdraw_head,
+                    [&](Binder& b) { b.text(name).text(name); });
   }
 
   void shutdown(KindContext& e, Connection& c) override {
@@ -179,14 +161,13 @@ class WriteKind final : public HoldKind {
       names.assign(intents_.begin(), intents_.end());
     }
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "deleting this client's writer intents", [&] {
-        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kWrite) + " AND slot = ? AND lock_name IN (" +
-                              placeholders(bucket) + ")");
-        Binder b(ps);
-        b.u64(e.client_key());
-        bind_texts(b, names, first, count, bucket);
-        return execute_update(ps);
-      });
+      e.rows().update(c, "deleting this client's writer intents",
+                      "DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kWrite) +
+                          " AND slot = ? AND lock_name IN (" + placeholders(bucket) + ")",
+                      [&](Binder& b) {
+                        b.u64(e.client_key());
+                        bind_texts(b, names, first, count, bucket);
+                      });
     });
   }
 
@@ -220,14 +201,12 @@ class WriteKind final : public HoldKind {
   template <class Each>
   void poll_heads(KindContext& e, Connection& c, const std::vector<std::string>& names, Each&& each) {
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "polling waited-for read-write locks", [&] {
-        auto& ps = c.prepared(s_->poll + placeholders(bucket) + ")");
-        Binder b(ps);
-        bind_texts(b, names, first, count, bucket);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        while (rs->next()) each(std::string(rs->getString(1)), rs->getInt(2) == 1, rs->getUInt64(3), rs->getInt(4) == 1);
-        return 0;
-      });
+      e.rows().query(
+          c, "polling waited-for read-write locks", s_->poll + placeholders(bucket) + ")",
+          [&](Binder& b) { bind_texts(b, names, first, count, bucket); },
+          [&](sql::ResultSet& rs) {
+            while (rs.next()) each(std::string(rs.getString(1)), rs.getInt(2) == 1, rs.getUInt64(3), rs.getInt(4) == 1);
+          });
     });
   }
 
@@ -359,14 +338,13 @@ class ReadKind final : public HoldKind {
     // This client's own slot rows (its read holds were freed just before).
     const auto names = slots_.all_names();
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "deleting this client's reader slots", [&] {
-        auto& ps = c.prepared("DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kRead) + " AND lock_name IN (" + placeholders(bucket) +
-                              ") AND slot BETWEEN ? AND ? AND expire_time <= NOW(6)");
-        Binder b(ps);
-        bind_texts(b, names, first, count, bucket);
-        b.u64(reader_slot(e.client_key(), 0)).u64(reader_slot(e.client_key(), 0xffff));
-        return execute_update(ps);
-      });
+      e.rows().update(c, "deleting this client's reader slots",
+                      "DELETE FROM " + s_->q + " WHERE kind = " + kind_sql(Kind::kRead) + " AND lock_name IN (" +
+                          placeholders(bucket) + ") AND slot BETWEEN ? AND ? AND expire_time <= NOW(6)",
+                      [&](Binder& b) {
+                        bind_texts(b, names, first, count, bucket);
+                        b.u64(reader_slot(e.client_key(), 0)).u64(reader_slot(e.client_key(), 0xffff));
+                      });
     });
   }
 
@@ -376,13 +354,10 @@ class ReadKind final : public HoldKind {
   // swept after a long idle).
   bool take_read(KindContext& e, Connection& c, const AcquireRequest& r, const Holder& holder, const std::string* bell,
                  std::uint64_t slot, std::uint64_t write_hold_id, bool& missing) {
-    const bool taken = e.rows().run(c, "taking a read lock", [&] {
-      auto& ps = c.prepared(s_->take_read);
-      Binder b(ps);
+    const bool taken = e.rows().update(c, "taking a read lock", s_->take_read, [&](Binder& b) {
       b.u64(slot);
       bind_hold(b, holder, 1, micros(r.lease), r.watchdog, bell);
       b.text(r.key.name).u64(holder.hold_id).u64(write_hold_id);
-      return execute_update(ps);
     }) > 0;
     if (!taken) {
       missing = !e.rows().read(c, RowKey{Kind::kRead, r.key.name, slot}).exists ||
@@ -395,12 +370,10 @@ class ReadKind final : public HoldKind {
     // The first time this client reads the name: other clients' rows of it
     // left long ago go, then this one's is made.
     s_->sweep(e, c, &name, s_->kept());
-    e.rows().run(c, "making a reader slot row", [&] {
-      auto& ps = c.prepared("INSERT INTO " + s_->q + " (kind, lock_name, slot) VALUES (4, ?, ?) ON DUPLICATE KEY"
-                            " UPDATE slot = slot");
-      Binder(ps).text(name).u64(slot);
-      return execute_update(ps);
-    });
+    e.rows().update(c, "making a reader slot row",
+                    "INSERT INTO " + s_->q + " (kind, lock_name, slot) VALUES (" + kind_sql(Kind::kRead) +
+                        ", ?, ?) ON DUPLICATE KEY UPDATE slot = slot",
+                    [&](Binder& b) { b.text(name).u64(slot); });
   }
 
 

@@ -73,32 +73,30 @@ ReadWriteRows::ReadWriteRows(const HoldRows& rows) : q(rows.quoted()) {
 
 ReadWriteRows::Head ReadWriteRows::read_head(KindContext& e, std::string_view name) const {
   return e.read([&](Connection& c) {
-    return e.rows().run(c, "reading a read-write lock", [&] {
-      auto& ps = c.prepared(head);
-      Binder(ps).u64(e.hold_tag()).text(name);
-      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-      Head out;
-      out.row.key = RowKey{Kind::kWrite, std::string(name), 0};
-      if (!rs->next()) return out;
-      out.row = to_hold_row(*rs);
-      constexpr int n = fragments::kRowColumns;
-      out.live_reads = rs->getUInt64(n + 1);
-      if (!rs->isNull(n + 2)) out.read_ttl_us = rs->getInt64(n + 2);
-      out.foreign_reads = rs->getUInt64(n + 3);
-      if (!rs->isNull(n + 4)) out.intents_ttl_us = rs->getInt64(n + 4);
-      return out;
-    });
+    return e.rows().query(
+        c, "reading a read-write lock", head, [&](Binder& b) { b.u64(e.hold_tag()).text(name); },
+        [&](sql::ResultSet& rs) {
+          Head out;
+          out.row.key = RowKey{Kind::kWrite, std::string(name), 0};
+          if (!rs.next()) return out;
+          out.row = to_hold_row(rs);
+          constexpr int n = fragments::kRowColumns;
+          out.live_reads = rs.getUInt64(n + 1);
+          if (!rs.isNull(n + 2)) out.read_ttl_us = rs.getInt64(n + 2);
+          out.foreign_reads = rs.getUInt64(n + 3);
+          if (!rs.isNull(n + 4)) out.intents_ttl_us = rs.getInt64(n + 4);
+          return out;
+        });
   });
 }
 
 void ReadWriteRows::ensure_head(KindContext& e, Connection& c, std::string_view name) {
   if (heads.contains(name)) return;
-  e.rows().run(c, "making a read-write lock's row", [&] {
-    auto& ps = c.prepared("INSERT INTO " + q + " (kind, lock_name, slot) VALUES (3, ?, 0) ON DUPLICATE KEY UPDATE"
-                          " slot = slot");
-    Binder(ps).text(name);
-    return execute_update(ps);
-  });
+  e.rows().update(c, "making a read-write lock's row",
+                  "INSERT INTO " + q +
+                      " (kind, lock_name, slot) VALUES (3, ?, 0) ON DUPLICATE KEY UPDATE"
+                      " slot = slot",
+                  [&](Binder& b) { b.text(name); });
   heads.add(name);
 }
 
@@ -108,27 +106,27 @@ void ReadWriteRows::sweep(KindContext& e, Connection& c, const std::string_view*
                             " AND expire_time < NOW(6) - INTERVAL ? MICROSECOND AND gmt_modified < NOW(6) - INTERVAL ?"
                             " MICROSECOND";
   std::vector<HeldRow> found;
-  e.rows().run(c, "finding stale reader slots", [&] {
-    auto& ps = c.prepared("SELECT kind, lock_name, slot FROM " + q + " WHERE " + stale +
-                          (name != nullptr ? " AND lock_name = ?" : "") + " LIMIT 512");
-    Binder b(ps);
-    b.i64(kept_us).i64(kept_us);
-    if (name != nullptr) b.text(*name);
-    std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-    while (rs->next())
-      found.push_back(HeldRow{RowKey{static_cast<Kind>(rs->getUInt(1)), rs->getString(2), rs->getUInt64(3)}, 0});
-    return 0;
-  });
+  e.rows().query(
+      c, "finding stale reader slots",
+      "SELECT kind, lock_name, slot FROM " + q + " WHERE " + stale + (name != nullptr ? " AND lock_name = ?" : "") +
+          " LIMIT 512",
+      [&](Binder& b) {
+        b.i64(kept_us).i64(kept_us);
+        if (name != nullptr) b.text(*name);
+      },
+      [&](sql::ResultSet& rs) {
+        while (rs.next())
+          found.push_back(HeldRow{RowKey{static_cast<Kind>(rs.getUInt(1)), rs.getString(2), rs.getUInt64(3)}, 0});
+      });
   if (found.empty()) return;
-  e.rows().run(c, "deleting stale reader slots", [&] {
-    std::string keys;
-    for (std::size_t i = 0; i < found.size(); ++i) keys += i == 0 ? "(?,?,?)" : ",(?,?,?)";
-    auto& ps = c.prepared("DELETE FROM " + q + " WHERE (kind, lock_name, slot) IN (" + keys + ") AND " + stale);
-    Binder b(ps);
-    for (const auto& row : found) b.u64(static_cast<std::uint64_t>(row.key.kind)).text(row.key.name).u64(row.key.slot);
-    b.i64(kept_us).i64(kept_us);
-    return execute_update(ps);
-  });
+  std::string keys;
+  for (std::size_t i = 0; i < found.size(); ++i) keys += i == 0 ? "(?,?,?)" : ",(?,?,?)";
+  e.rows().update(c, "deleting stale reader slots",
+                  "DELETE FROM " + q + " WHERE (kind, lock_name, slot) IN (" + keys + ") AND " + stale, [&](Binder& b) {
+                    for (const auto& row : found)
+                      b.u64(static_cast<std::uint64_t>(row.key.kind)).text(row.key.name).u64(row.key.slot);
+                    b.i64(kept_us).i64(kept_us);
+                  });
 }
 
 }  // namespace dlock::details

@@ -74,22 +74,16 @@ class SemaphoreKind final : public HoldKind {
       bool raced = false;
       const auto statement = [&](Connection& c, const std::string* bell) {
         raced = false;
-        bool taken = e.rows().run(c, "taking a semaphore permit", [&] {
-          auto& ps = c.prepared(take_sql_);
-          Binder b(ps);
+        bool taken = e.rows().update(c, "taking a semaphore permit", take_sql_, [&](Binder& b) {
           bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
           b.u64(r.bound).text(name).u64(r.bound);
-          return execute_update(ps);
         }) == 1;
         if (!taken) {
           try {
-            taken = e.rows().run(c, "adding a semaphore slot", [&] {
-              auto& ps = c.prepared(grow_sql_);
-              Binder b(ps);
+            taken = e.rows().update(c, "adding a semaphore slot", grow_sql_, [&](Binder& b) {
               b.text(name);
               bind_hold(b, holder, 1, lease_us, r.watchdog, bell);
               b.u64(r.bound).text(name).u64(r.bound);
-              return execute_update(ps);
             }) == 1;
           } catch (const BackendError& err) {
             if (err.code() != mysql_error::kDuplicateKey || dynamic_cast<const OutcomeUnknown*>(&err)) throw;
@@ -111,18 +105,17 @@ class SemaphoreKind final : public HoldKind {
       std::uint64_t foreign = 0;
     };
     const Use use = e.read([&](Connection& c) {
-      return e.rows().run(c, "reading a semaphore", [&] {
-        auto& ps = c.prepared(use_sql_);
-        Binder(ps).u64(e.hold_tag()).text(r.key.name);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        Use u;
-        if (rs->next()) {
-          u.live = rs->getUInt64(1);
-          if (!rs->isNull(2)) u.next_expiry_us = rs->getInt64(2);
-          if (!rs->isNull(3)) u.foreign = rs->getUInt64(3);
-        }
-        return u;
-      });
+      return e.rows().query(
+          c, "reading a semaphore", use_sql_, [&](Binder& b) { b.u64(e.hold_tag()).text(r.key.name); },
+          [&](sql::ResultSet& rs) {
+            Use u;
+            if (rs.next()) {
+              u.live = rs.getUInt64(1);
+              if (!rs.isNull(2)) u.next_expiry_us = rs.getInt64(2);
+              if (!rs.isNull(3)) u.foreign = rs.getUInt64(3);
+            }
+            return u;
+          });
     });
     // Fewer live permits than the bound: one was freed since the take.
     if (use.live < r.bound) return Refusal{0, false};
@@ -131,13 +124,10 @@ class SemaphoreKind final : public HoldKind {
 
   bool hand_over(KindContext& e, Connection& c, const RowKey& row, std::uint64_t from, std::uint64_t to,
                  const AcquireRequest& request) override {
-    return e.rows().run(c, "handing a permit over", [&] {
-             auto& ps = c.prepared(hand_over_sql_);
-             Binder b(ps);
-             bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
-             b.u64(request.bound).text(row.name).u64(from).u64(to);
-             return execute_update(ps);
-           }) > 0;
+    return e.rows().update(c, "handing a permit over", hand_over_sql_, [&](Binder& b) {
+      bind_hand_over(b, to, request.watchdog, request.owner, micros(request.lease));
+      b.u64(request.bound).text(row.name).u64(from).u64(to);
+    }) > 0;
   }
 
   // The permit's slot is below the bound it was taken under; a waiter with
@@ -147,22 +137,20 @@ class SemaphoreKind final : public HoldKind {
   std::vector<std::string> poll(KindContext& e, Connection& c, const std::vector<std::string>& names) override {
     std::vector<std::string> held;
     for_each_chunk(names, [&](std::size_t first, std::size_t count, std::size_t bucket) {
-      e.rows().run(c, "polling waited-for semaphores", [&] {
-        auto& ps = c.prepared(poll_sql_ + placeholders(bucket) + ") GROUP BY lock_name");
-        Binder b(ps);
-        bind_texts(b, names, first, count, bucket);
-        std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-        while (rs->next()) {
-          const std::string name = rs->getString(1);
-          const std::uint64_t live = rs->isNull(2) ? 0 : rs->getUInt64(2);
-          if (live < bound_of(name)) {
-            e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
-          } else {
-            held.push_back(name);
-          }
-        }
-        return 0;
-      });
+      e.rows().query(
+          c, "polling waited-for semaphores", poll_sql_ + placeholders(bucket) + ") GROUP BY lock_name",
+          [&](Binder& b) { bind_texts(b, names, first, count, bucket); },
+          [&](sql::ResultSet& rs) {
+            while (rs.next()) {
+              const std::string name = rs.getString(1);
+              const std::uint64_t live = rs.isNull(2) ? 0 : rs.getUInt64(2);
+              if (live < bound_of(name)) {
+                e.waiters().wake_one(NameKeyView{Kind::kSemaphore, name});
+              } else {
+                held.push_back(name);
+              }
+            }
+          });
     });
     return held;
   }
