@@ -18,6 +18,7 @@ class Intents {
  public:
   // Whether this client's intent is on `key` now.
   bool has_intent(NameKeyView key) const {
+    if (intent_count_.load(std::memory_order_relaxed) == 0) return false;  // the usual case: no lock
     std::lock_guard<std::mutex> guard(intents_mutex_);
     return intents_.find(key) != intents_.end();
   }
