@@ -504,6 +504,50 @@ TEST(Handoff, AChainOfHandoffsDoesNotKeepAnotherClientOut) {
   EXPECT_GT(handoffs(hot), 20u);
 }
 
+// One client waits for a name by a lock and by a multi-lock at once, by
+// the poll alone, while another client's threads hand the name on among
+// themselves with no bound on the chain. The multi-lock waiting alone sets
+// no intent on the row (a set must not keep a name from anyone); once the
+// lock waits too, the poll sets the client's intent, the chain ends at its
+// next release and the lock gets in; the multi-lock gets in once the
+// threads stop, and no intent is left on the row.
+TEST(Handoff, ALockAndAMultiLockOfOneClientOnOneNameGetInAndLeaveNoIntent) {
+  Options options = fresh_options();
+  options.watchdog_timeout = 30s;
+  DatabaseDistributedLock hot(options);
+  details::EngineAccess::of(hot).set_handoff_chain_for_tests(600s);
+  Options by_poll = same_table(options);
+  by_poll.fast_wakeup = false;
+  DatabaseDistributedLock other(by_poll);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads = looping_on(hot, "mixed", 8, stop);
+  ASSERT_TRUE(wait_until([&] { return handoffs(hot) > 20; }, 20s)) << "no handoffs between the local threads";
+  const auto live_intent = [&] {
+    return query_scalar("SELECT COUNT(*) FROM `" + options.table +
+                        "` WHERE kind = 1 AND lock_name = 'mixed' AND intent_id <> 0 AND intent_expire > NOW(6)") != "0";
+  };
+  std::promise<void> set_in;
+  std::thread set_waiter([&] {
+    MultiLock set = other.get_multi_lock({"mixed", "mixed-other"});
+    set.lock();
+    set_in.set_value();
+    set.unlock();
+  });
+  auto set_done = set_in.get_future();
+  const details::NameKeyView mixed{details::Kind::kLock, "mixed"};
+  EXPECT_TRUE(wait_until([&] { return details::EngineAccess::of(other).waiters().has(mixed); }, 10s));
+  // Five polls of the set's alone: no intent.
+  EXPECT_FALSE(wait_until(live_intent, 5 * by_poll.poll_interval)) << "a multi-lock's wait set an intent";
+  const bool got = other.try_lock("mixed", 20s);
+  EXPECT_TRUE(got) << "the lock waited 20 s beside the multi-lock: no intent ended the chain";
+  if (got) other.unlock("mixed");
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(set_done.wait_for(20s), std::future_status::ready) << "the multi-lock never got in";
+  set_waiter.join();
+  EXPECT_FALSE(live_intent()) << "an intent stayed on the row";
+}
+
 // Threads of one client taking turns on a name (handoffs off: release, then
 // take) never mark its row for a ring: a waiter refused by a hold of its own
 // client is woken by that hold's release, and tells it from the row's hold
