@@ -575,5 +575,29 @@ TEST(Handoff, ThreadsOfOneClientNeverMarkTheRowForARing) {
   EXPECT_EQ(marked, 0) << "the row was marked in " << marked << " samples";
 }
 
+// Threads of one client passing a name around, with its waiters left to
+// the poll (fast wake-up off): the poll sees another hold at every look,
+// but one of this client's, so it sets no intent on the row (the releases
+// here wake those waiters; an intent would only keep other clients out).
+TEST(Handoff, ThreadsOfOneClientNeverSetAnIntentOnTheirOwnHolds) {
+  Options o = fresh_options();
+  o.fast_wakeup = false;
+  DatabaseDistributedLock client(o);
+  std::atomic<bool> stop{false};
+  std::atomic<long> cycles{0};
+  std::vector<std::thread> threads = looping_on(client, "own", 6, stop, &cycles);
+  int intended = 0;
+  const auto end = Clock::now() + 10 * o.poll_interval;  // the observed window
+  while (Clock::now() < end) {
+    if (query_scalar("SELECT COUNT(*) FROM `" + o.table +
+                     "` WHERE kind = 1 AND lock_name = 'own' AND intent_id <> 0 AND intent_expire > NOW(6)") != "0")
+      ++intended;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(cycles.load(), 0);
+  EXPECT_EQ(intended, 0) << "the row carried an intent in " << intended << " samples";
+}
+
 }  // namespace
 }  // namespace dlock

@@ -161,10 +161,12 @@ bool LockKind::hand_over(KindContext& e, Connection& c, const RowKey& row, std::
   }) > 0;
 }
 
-// Returns the names held by another hold than the one the previous poll
-// saw: a release came and went between two polls, and the waiters here
-// lost the race for it (so they set their intent on the row, see Traits::intents). A
-// name held by one long hold costs no intent.
+// Returns the names held by another client's hold other than the one the
+// previous poll saw: a release came and went between two polls, and the
+// waiters here lost the race for it (so they set their intent on the row,
+// see Traits::intents). A name held by one long hold costs no intent, nor
+// one retaken by this client's threads (their releases wake the waiters
+// here, and an intent would keep other clients out).
 std::vector<std::string> LockKind::poll(KindContext& e, Connection& c, const std::vector<std::string>& names) {
   std::vector<std::string> retaken;
   StringMap<std::uint64_t> seen;
@@ -180,7 +182,8 @@ std::vector<std::string> LockKind::poll(KindContext& e, Connection& c, const std
             if (live) {
               const std::uint64_t hold_id = rs.getUInt64(4);
               const auto before = polled_holds_.find(name);
-              if (before != polled_holds_.end() && before->second != hold_id) retaken.push_back(name);
+              if (before != polled_holds_.end() && before->second != hold_id && !e.is_this_clients(hold_id))
+                retaken.push_back(name);
               seen.emplace(name, hold_id);
               continue;
             }
