@@ -526,12 +526,13 @@ TEST(Handoff, ALockAndAMultiLockOfOneClientOnOneNameGetInAndLeaveNoIntent) {
     return query_scalar("SELECT COUNT(*) FROM `" + options.table +
                         "` WHERE kind = 1 AND lock_name = 'mixed' AND intent_id <> 0 AND intent_expire > NOW(6)") != "0";
   };
-  std::promise<void> set_in;
+  // A bounded wait, so a set that never gets in fails the test, not hangs it.
+  std::promise<bool> set_in;
   std::thread set_waiter([&] {
     MultiLock set = other.get_multi_lock({"mixed", "mixed-other"});
-    set.lock();
-    set_in.set_value();
-    set.unlock();
+    const bool in = set.try_lock_for(60s);
+    set_in.set_value(in);
+    if (in) set.unlock();
   });
   auto set_done = set_in.get_future();
   const details::NameKeyView mixed{details::Kind::kLock, "mixed"};
@@ -543,7 +544,7 @@ TEST(Handoff, ALockAndAMultiLockOfOneClientOnOneNameGetInAndLeaveNoIntent) {
   if (got) other.unlock("mixed");
   stop = true;
   for (auto& t : threads) t.join();
-  EXPECT_EQ(set_done.wait_for(20s), std::future_status::ready) << "the multi-lock never got in";
+  EXPECT_TRUE(set_done.get()) << "the multi-lock never got in";
   set_waiter.join();
   EXPECT_FALSE(live_intent()) << "an intent stayed on the row";
 }
