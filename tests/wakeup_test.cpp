@@ -551,6 +551,37 @@ TEST(FastWakeup, TheMarkLandsOnAHoldALocalHandoffMadeAfterTheRead) {
   holder.force_unlock("chain");  // its client still believes in the old hold id
 }
 
+// A statement's NOW(6) is fixed when it starts. On a busy server a mark that
+// started while a hold was live could run after its release, still find it
+// "live" (a freed row expires when it was acquired), and mark the free row;
+// the next take cleared the mark, and the waiter's bell never rang (seen as
+// one client looping on a name for seconds while another waited). A clock
+// ahead on the server that freed the row (a cluster) does the same. A mark
+// lands only on a row taken and not freed since.
+TEST(FastWakeup, AMarkNeverLandsOnAFreedRowWhateverItsTimes) {
+  SKIP_WHEN_FAST_WAKEUP_IS_OFF();
+  const Options o = wakeup_options();
+  DatabaseDistributedLock holder(o);
+  holder.lock("freed");
+  holder.unlock("freed");
+  // The freed row as the late statement saw it: acquired (and so expiring)
+  // after the statement's NOW(6).
+  test::execute_sql("UPDATE `" + o.table +
+                    "` SET acquired_at = NOW(6) + INTERVAL 10 SECOND, expire_time = NOW(6) + INTERVAL 10 SECOND,"
+                    " bell = 'dlock-s:0:0' WHERE kind = 1 AND lock_name = 'freed' AND state = 0");
+  const details::HoldRows rows(o.table, nullptr);
+  auto c = details::Connection::open(details::ConnectionSettings::from(o));
+  EXPECT_EQ(rows.mark(*c, {details::Kind::kLock}, "freed", details::EngineAccess::of(holder).hold_tag() ^ 1), 0u);
+  EXPECT_EQ(lock_column(o, "freed", "waiters"), "0") << "a freed row was marked: the next take clears the mark";
+  // A hold taken since is marked as before.
+  test::execute_sql("UPDATE `" + o.table +
+                    "` SET acquired_at = NOW(6), expire_time = NOW(6) WHERE kind = 1 AND"
+                    " lock_name = 'freed'");
+  ASSERT_TRUE(holder.try_lock("freed"));
+  EXPECT_EQ(rows.mark(*c, {details::Kind::kLock}, "freed", details::EngineAccess::of(holder).hold_tag() ^ 1), 1u);
+  holder.unlock("freed");
+}
+
 // A holder in the same client wakes its local waiters itself at unlock: no
 // bell connection is opened for them.
 TEST(FastWakeup, WaiterOnAHolderInTheSameClientUsesNoBellConnection) {

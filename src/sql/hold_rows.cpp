@@ -445,6 +445,7 @@ std::size_t HoldRows::mark(Connection& c, const std::vector<Kind>& kinds, std::s
   return static_cast<std::size_t>(update(c, "marking rows as waited for",
                                          "UPDATE " + quoted_ + " SET waiters = 1 WHERE " + kinds_in(kinds.size()) +
                                              " AND lock_name = ? AND waiters = 0 AND bell <> '' AND hold_id >> 48 <> ?"
+                                             " AND expire_time > acquired_at"
                                              " AND " +
                                              fragments::live(),
                                          [&](Binder& b) {
