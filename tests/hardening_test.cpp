@@ -265,10 +265,8 @@ TEST(Recovery, UnlockAfterEveryConnectionWasKilledFreesTheRowAtOnce) {
   client.lock("k");
   auto admin = raw_connection(Options::from_url(test::database_url()));
   {
-    std::unique_ptr<sql::ResultSet> rs(
-        admin->prepared("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account + "'").executeQuery());
-    std::vector<std::string> ids;
-    while (rs->next()) ids.push_back(rs->getString(1));
+    const std::vector<std::string> ids =
+        test::query_column("SELECT id FROM information_schema.PROCESSLIST WHERE user = '" + account + "'");
     ASSERT_GE(ids.size(), 4u);
     for (const auto& id : ids) {
       try {

@@ -150,17 +150,16 @@ Options slow_poll(Options o) {
 void execute_sql(const std::string& sql) { open_connection()->execute_plain(sql); }
 
 std::string query_scalar(const std::string& sql) {
-  auto c = open_connection();
-  auto& ps = c->prepared(sql);
-  std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
-  if (!rs->next() || rs->isNull(1)) return "";
-  return rs->getString(1);
+  const std::vector<std::string> column = query_column(sql);
+  return column.empty() ? "" : column.front();
 }
 
 std::vector<std::string> query_column(const std::string& sql) {
   auto c = open_connection();
   // As text, never prepared: PROCESSLIST reads have crashed MariaDB 10.11
-  // when re-executed as prepared statements (see Connection::scalar_plain).
+  // when re-executed as prepared statements, and one failed as prepared in
+  // free_tmp_table ("Error on delete of '/tmp/#sql-temptable-...MAI'",
+  // Errcode 2) with a hundred sessions listed (see Connection::scalar_plain).
   std::unique_ptr<sql::Statement> st(c->raw_for_session_change().createStatement());
   std::unique_ptr<sql::ResultSet> rs(st->executeQuery(sql));
   std::vector<std::string> out;

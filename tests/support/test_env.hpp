@@ -64,7 +64,8 @@ Options slow_poll(Options o);
 
 // Runs one statement on a connection of its own (test setup and checks).
 void execute_sql(const std::string& sql);
-// First column of the first row of a query, as a string ("" if no row / NULL).
+// First column of the first row of a query, as a string ("" if no row / NULL),
+// sent as text, never prepared (see query_column).
 std::string query_scalar(const std::string& sql);
 // The first column of every row of a query (sent as text, never prepared).
 std::vector<std::string> query_column(const std::string& sql);
