@@ -1198,9 +1198,8 @@ struct Bench {
     const int cycles = quick ? 50 : 300;
     report.section("9. Multi-lock: N names taken together, uncontended",
                    "Per lock()+unlock() cycle: statements (the median cycle) and transactions the server counted, "
-                   "and the median "
-                   "latency, beside the floor (one raw transaction updating N rows, then one raw UPDATE freeing "
-                   "them), alternating in blocks.");
+                   "and the median latency, beside the floor (one raw transaction updating N rows, then one raw "
+                   "UPDATE freeing them), alternating in blocks.");
     Options o = Options::from_url(url);
     o.table = "bench_multi";
     // No renewal tick inside the count (one every 10 s by default, and a
