@@ -15,10 +15,11 @@
 #
 # Left out, with the reason: the suites that stop, pause or restart "the"
 # server through scripts/db.sh (server_pause_test: they would act on the
-# private single server, not on the cluster), and IPv6 cases (the cluster
-# listens on 127.0.0.1 only). Results go to build/cluster-test/<via>.log;
-# the exit status is 0 only if every run passed. The cluster is left running
-# (scripts/cluster.sh stop ends it).
+# private single server, not on the cluster), the TLS suites (label tls:
+# they run against the private TLS-only server of scripts/db.sh --tls), and
+# IPv6 cases (the cluster listens on 127.0.0.1 only). Results go to
+# build/cluster-test/<via>.log; the exit status is 0 only if every run
+# passed. The cluster is left running (scripts/cluster.sh stop ends it).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,7 +49,7 @@ run_one() {
     node) url="$(bash "$root/scripts/cluster.sh" url 1)" ;;
     proxy) url="$(bash "$root/scripts/cluster.sh" url proxy)" ;;
   esac
-  local args=(--test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 300 -L "db|cli" -E "$exclude")
+  local args=(--test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 300 -L "db|cli" -LE tls -E "$exclude")
   [ -n "$filter" ] && args+=(-R "$filter")
   echo "== cluster-test via $name: $url"
   local started=$SECONDS rc=0
